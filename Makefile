@@ -1,0 +1,33 @@
+# converter_lite: `make run` (demo), `make test` (CI), `make bench` (performance suite), `make fuzz`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+STAMP   = $(VENV)/.installed
+
+.PHONY: install run test bench fuzz models clean
+
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+models: $(STAMP)
+	$(PY) models/make_models.py
+
+run: $(STAMP)
+	$(PY) -m converter_lite.tools.demo
+
+test: $(STAMP)
+	$(PY) -m pytest -n 2 tests
+
+bench: $(STAMP)
+	$(PY) -m converter_lite.tools.bench
+
+fuzz: $(STAMP)
+	FUZZ_EXAMPLES=5000 $(PY) -m pytest -q tests/fuzz -p no:randomly
+
+clean:
+	rm -rf $(VENV) build *.egg-info out

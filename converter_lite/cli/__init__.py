@@ -1,0 +1,1 @@
+"""Command-line tools: converter_lite and benchmark."""

@@ -1,0 +1,7 @@
+"""Op table: reference kernels (numpy), fusion kinds and shape inference, keyed by op type.
+
+Importing this package registers every op; the modules are listed here so the table is complete.
+"""
+from . import registry
+from .registry import OPS, OpDef, OpKind, KernelError, evaluate, evaluate_node, infer_types  # noqa: F401
+from . import elementwise, reduce, nn, tensor, misc  # noqa: F401  (registration side effects)

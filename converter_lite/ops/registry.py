@@ -1,0 +1,143 @@
+"""The op table: one entry per op type, holding its numpy reference kernel, its fusion kind and its
+shape/dtype inference.
+
+The reference kernels are the living specification of the IR: every pass and every native kernel is tested
+against them.  Semantics are those of the newest ONNX opset for the op (the importer upgrades older forms).
+
+Kernel signature: ``fn(attrs: dict, *inputs) -> ndarray | tuple[ndarray, ...]`` where ``inputs`` has one entry
+per node input (``None`` for an omitted optional input).  A kernel may return more outputs than the node has;
+the extra ones are dropped.
+
+Inference signature: ``fn(node) -> list[TensorType]``; it may read ``node.inputs[i].type`` and, for inputs
+that must be constant (shapes, axes, ...), ``node.inputs[i].const``.  Ops without an inference function are
+inferred by evaluating the kernel on zero-filled inputs of the right shapes (constants keep their values).
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..ir.core import Node, TensorType
+from ..ir.dtype import DType
+
+
+class OpKind(enum.IntEnum):
+    """Fusion lattice (TVM numbering): lower kinds fuse more freely."""
+    ELEMWISE = 0      # one output element from the same-index input elements
+    BROADCAST = 1     # elementwise with implicit broadcasting of some inputs
+    INJECTIVE = 2     # pure index maps: Reshape, Transpose, Slice, Expand, Concat, ...
+    REDUCE = 3        # reductions over some axes
+    OPAQUE = 8        # everything else (MatMul, Conv, Gather, ...): never inside a fused kernel
+
+
+@dataclass
+class OpDef:
+    name: str
+    compute: Callable
+    kind: OpKind = OpKind.OPAQUE
+    infer: Callable[[Node], list[TensorType]] | None = None
+    # False for ops whose result is not a pure function of the inputs (random generators)
+    deterministic: bool = True
+    # indices of inputs that must be constants for static shapes (Reshape's shape, Slice's starts, ...)
+    static_inputs: tuple[int, ...] = ()
+
+
+OPS: dict[str, OpDef] = {}
+
+
+class KernelError(ValueError):
+    """A reference kernel rejected its inputs (bad attribute, shape or value); the message says why."""
+
+
+def reference(*names: str, kind: OpKind = OpKind.OPAQUE, infer: Callable | None = None,
+              deterministic: bool = True, static_inputs: tuple[int, ...] = ()):
+    """Registers ``fn`` as the reference kernel of each op type in ``names``."""
+    def deco(fn):
+        for name in names:
+            if name in OPS:
+                raise RuntimeError(f"op {name} registered twice")
+            OPS[name] = OpDef(name, fn, kind, infer, deterministic, static_inputs)
+        return fn
+    return deco
+
+
+def shape_fn(*names: str):
+    """Registers an inference function for already-registered op types."""
+    def deco(fn):
+        for name in names:
+            OPS[name].infer = fn
+        return fn
+    return deco
+
+
+def evaluate(op: str, attrs: dict, inputs: list, n_outputs: int = 1) -> list[np.ndarray]:
+    """Runs the reference kernel of ``op``; always returns a list of ``n_outputs`` arrays."""
+    out = OPS[op].compute(attrs, *inputs)
+    if isinstance(out, (tuple, list)):
+        out = list(out)[:n_outputs]
+    else:
+        out = [out]
+    return [np.asarray(o) for o in out]
+
+
+def evaluate_node(node: Node, inputs: list) -> list[np.ndarray]:
+    outs = evaluate(node.op, node.attrs, inputs, len(node.outputs))
+    if len(outs) < len(node.outputs):
+        raise KernelError(f"{node.op} node {node.name!r} produced {len(outs)} outputs, expected {len(node.outputs)}")
+    return outs
+
+
+def infer_types(node: Node) -> list[TensorType]:
+    """Output types of ``node`` from its input types (and constant inputs)."""
+    d = OPS[node.op]
+    for i in d.static_inputs:
+        if i < len(node.inputs) and node.inputs[i] is not None and node.inputs[i].const is None:
+            raise KernelError(f"input {i} ({node.inputs[i].name!r}) of {node.op} node {node.name!r} is computed at "
+                              "run time; converter_lite needs it constant (fix dynamic input dims with --inputShape)")
+    if d.infer is not None:
+        return d.infer(node)
+    inputs = []
+    for v in node.inputs:
+        if v is None:
+            inputs.append(None)
+        elif v.const is not None:
+            inputs.append(v.const)
+        else:
+            inputs.append(np.zeros(v.type.shape, v.type.dtype.np))
+    with np.errstate(all="ignore"):
+        outs = evaluate_node(node, inputs)
+    return [TensorType.of(o) for o in outs]
+
+
+# -- helpers shared by the inference functions -------------------------------------------------------------
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise KernelError("shapes " + ", ".join(str(list(s)) for s in shapes) + " cannot be broadcast") from None
+
+
+def infer_same(node: Node) -> list[TensorType]:
+    """Unary elementwise: output type equals the first input's."""
+    return [node.inputs[0].type]
+
+
+def infer_broadcast(node: Node) -> list[TensorType]:
+    """Broadcasting elementwise op whose result has the first input's dtype."""
+    shapes = [v.type.shape for v in node.inputs if v is not None]
+    return [TensorType(node.inputs[0].type.dtype, broadcast_shapes(*shapes))]
+
+
+def infer_broadcast_bool(node: Node) -> list[TensorType]:
+    """Broadcasting comparison/logic op: bool result."""
+    shapes = [v.type.shape for v in node.inputs if v is not None]
+    return [TensorType(DType.bool, broadcast_shapes(*shapes))]
+
+
+def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise KernelError(f"{what} {axis} is out of range for rank {rank}")
+    return axis + rank if axis < 0 else axis
