@@ -4,4 +4,4 @@ Importing this package registers every op; the modules are listed here so the ta
 """
 from . import registry
 from .registry import OPS, OpDef, OpKind, KernelError, evaluate, evaluate_node, infer_types  # noqa: F401
-from . import elementwise, reduce, nn, tensor, misc  # noqa: F401  (registration side effects)
+from . import elementwise, reduce, nn, tensor, misc, graph_kernel  # noqa: F401  (registration side effects)

@@ -1,0 +1,1 @@
+"""Graph passes: generic clean-ups and the graph-kernel optimizer."""
