@@ -21,6 +21,7 @@ class PassContext:
     dump_dir: str | None = None                  # where dump_as_text output goes (graph_kernel_dump/)
     stats: dict[str, int] = field(default_factory=dict)   # pass name -> number of rewrites
     records: dict[str, list[str]] = field(default_factory=dict)  # dump file name -> text records
+    artifacts: dict[str, bytes] = field(default_factory=dict)    # extra .ms sections (native code, ...)
 
     def count(self, key: str, n: int = 1) -> None:
         self.stats[key] = self.stats.get(key, 0) + n

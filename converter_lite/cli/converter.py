@@ -1,0 +1,132 @@
+"""The ``converter_lite`` command (SPEC §2): MindSpore's flags, result lines and status codes.
+
+The last stdout line is always ``CONVERT RESULT SUCCESS:0`` or ``CONVERT RESULT FAILED:<code> <description>``;
+failures exit non-zero without a traceback (``--debug=true`` shows one) and leave no output file.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+import traceback
+
+import click
+
+from ..errors import DESCRIPTIONS, RET_ERROR, RET_INPUT_PARAM_INVALID, RET_NOT_FIND_OP, ConverterError
+
+FMKS = ("TF", "TFLITE", "CAFFE", "MINDIR", "ONNX", "PYTORCH", "MSLITE")
+_SEP = "=" * 60
+
+
+def _bool(value: str, flag: str) -> bool:
+    v = value.strip().lower()
+    if v in ("on", "true", "1"):
+        return True
+    if v in ("off", "false", "0"):
+        return False
+    raise ConverterError(RET_INPUT_PARAM_INVALID, f"--{flag}={value}: must be on or off")
+
+
+@click.command(name="converter_lite", context_settings={"help_option_names": ["--help", "-h"]})
+@click.option("--fmk", "fmk", metavar="ONNX", help="Input model framework; only ONNX is supported.")
+@click.option("--modelFile", "model_file", metavar="PATH", help="Input model file (ONNX).")
+@click.option("--outputFile", "output_file", metavar="PATH", help="Output model path; '.ms' is appended.")
+@click.option("--configFile", "config_file", metavar="PATH",
+              help="INI config; [graph_kernel_param] holds graph-kernel flags such as opt_level=2.")
+@click.option("--optimize", "optimize", default="general", show_default=True,
+              metavar="none|general|gpu_oriented|ascend_oriented", help="none disables all fusion.")
+@click.option("--inputShape", "input_shape", metavar="'in:1,3,224,224;ids:1,128'",
+              help="Fix input shapes (dynamic dims); the last ':' separates name and dims.")
+@click.option("--fusionSwitchFile", "fusion_switch_file", metavar="PATH",
+              help="Ascend-style JSON switching named fusion passes on/off.")
+@click.option("--fp16", "fp16", default="off", show_default=True, metavar="on|off",
+              help="Store float32 weights as float16 (halves the file; computed in float32).")
+@click.option("--weightFile", "weight_file", metavar="PATH", help="Caffe weights (not supported).")
+@click.option("--debug", "debug", default="false", metavar="true|false", help="Show tracebacks on failure.")
+def _command(**kw):
+    _convert(**kw)
+
+
+def _convert(fmk, model_file, output_file, config_file, optimize, input_shape, fusion_switch_file, fp16,
+             weight_file, debug):
+    from ..pipeline import build_config, convert_model
+
+    if fmk is None:
+        raise ConverterError(RET_INPUT_PARAM_INVALID, "--fmk is required (only --fmk=ONNX converts)")
+    if fmk.upper() not in FMKS:
+        raise ConverterError(RET_INPUT_PARAM_INVALID, f"--fmk={fmk}: INPUT ILLEGAL: fmk must be "
+                                                      "TF|TFLITE|CAFFE|MINDIR|ONNX")
+    if fmk.upper() != "ONNX":
+        raise ConverterError(RET_INPUT_PARAM_INVALID, f"--fmk={fmk} is not supported: converter_lite converts "
+                                                      "ONNX models only (export your model to ONNX first)")
+    if not model_file:
+        raise ConverterError(RET_INPUT_PARAM_INVALID, "--modelFile is required")
+    if not output_file:
+        raise ConverterError(RET_INPUT_PARAM_INVALID, "--outputFile is required")
+    if weight_file:
+        raise ConverterError(RET_INPUT_PARAM_INVALID, "--weightFile is only for Caffe models, which are not "
+                                                      "supported")
+    if _bool(fp16, "fp16"):
+        logging.getLogger("converter_lite").warning("--fp16=on: weights are kept in float32 (float16 storage is "
+                                                    "not implemented yet)")
+    t0 = time.perf_counter()
+    config = build_config(config_file, fusion_switch_file=fusion_switch_file, dump_dir=os.getcwd())
+    result = convert_model(model_file, output_file, config=config, optimize=optimize, input_shape=input_shape)
+    n_kernels = sum(1 for n in result.graph.nodes if n.op == "GraphKernel")
+    click.echo(f"Converted {model_file} -> {result.output_path}: {len(result.graph.nodes)} nodes, "
+               f"{n_kernels} fused kernels (opt_level {config.opt_level if optimize != 'none' else 0}), "
+               f"{time.perf_counter() - t0:.2f} s")
+
+
+def _print_unsupported(err) -> None:
+    click.echo(_SEP)
+    click.echo("UNSUPPORTED OP LIST:")
+    for op_type, node in err.ops:
+        click.echo(f"FMKTYPE: ONNX, OP TYPE: {op_type}, NODE NAME: {node}")
+    click.echo(_SEP)
+
+
+def main(args=None) -> None:
+    """Entry point; exits 0 on success, 1 on failure."""
+    from ..passes.manager import setup_logging
+
+    args = sys.argv[1:] if args is None else list(args)
+    setup_logging(os.environ.get("GLOG_v"))
+    if not args:
+        click.echo(_command.get_help(click.Context(_command, info_name="converter_lite")))
+        sys.exit(0)
+    debug = any(a.lower() in ("--debug=true", "--debug=1", "--debug=on") for a in args)
+    try:
+        _command.main(args, prog_name="converter_lite", standalone_mode=False)
+    except click.exceptions.Exit as e:          # --help
+        sys.exit(e.exit_code)
+    except click.ClickException as e:           # unknown flag, missing value, ...
+        click.echo(f"ERROR: {e.format_message()} (see converter_lite --help)", err=True)
+        click.echo(f"CONVERT RESULT FAILED:{RET_INPUT_PARAM_INVALID} {DESCRIPTIONS[RET_INPUT_PARAM_INVALID]} "
+                   f"{e.format_message()}")
+        sys.exit(1)
+    except ConverterError as e:
+        if debug:
+            traceback.print_exc()
+        if e.code == RET_NOT_FIND_OP and hasattr(e, "ops"):
+            _print_unsupported(e)
+        click.echo(f"ERROR: {e.message}", err=True)
+        click.echo(f"CONVERT RESULT FAILED:{e.code} {e.description} {e.message}")
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo(f"CONVERT RESULT FAILED:{RET_ERROR} interrupted")
+        sys.exit(130)
+    except Exception as e:                      # a bug of ours: still one clear line, traceback on request
+        if debug:
+            traceback.print_exc()
+        click.echo(f"ERROR: internal error: {type(e).__name__}: {e} (rerun with --debug=true for a traceback)",
+                   err=True)
+        click.echo(f"CONVERT RESULT FAILED:{RET_ERROR} {DESCRIPTIONS[RET_ERROR]} internal error: {e}")
+        sys.exit(1)
+    click.echo("CONVERT RESULT SUCCESS:0")
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

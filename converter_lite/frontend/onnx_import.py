@@ -1,0 +1,317 @@
+"""ONNX ModelProto -> IR Graph.
+
+Steps, in order:
+ 1. load the file with its external data (ConverterError -200 on anything unreadable);
+ 2. inline model-local functions (ONNX FunctionProto: the "custom combination operators" of the seeds);
+ 3. list every op the converter cannot handle, all at once (UnsupportedOpsError, code -300);
+ 4. fix input shapes: ``input_shapes`` overrides, dynamic dims without one become 1 (with a warning);
+ 5. build IR nodes in topological order, upgrading older op versions (``legacy.py``), inferring types
+    (-500 naming the node on failure) and folding nodes whose inputs are all constants;
+ 6. drop nodes nothing depends on.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+import onnx.defs
+import onnx.inliner
+
+from ..errors import RET_GRAPH_FILE_ERR, RET_INFER_ERR, RET_INPUT_PARAM_INVALID, RET_NOT_FIND_OP, ConverterError
+from ..ir.builder import fresh_name
+from ..ir.core import Graph, Node, TensorType, Value
+from ..ops.registry import OPS, KernelError, evaluate_node, infer_types
+from .legacy import LEGACY, constant_node_value
+from .protos import attribute_value, load_onnx, tensor_to_array, value_info_type
+
+log = logging.getLogger("converter_lite")
+
+# ops the importer resolves itself (they never reach the IR)
+_IMPORTER_OPS = {"Constant", "Upsample", "Scatter"}
+# fold a node with all-constant inputs only if its outputs stay small relative to the inputs
+_FOLD_GROWTH = 4
+_FOLD_SLACK_BYTES = 1 << 16
+
+
+class UnsupportedOpsError(ConverterError):
+    def __init__(self, ops: list[tuple[str, str]], path: str):
+        self.ops = ops
+        listing = ", ".join(f"{t} ({n})" for t, n in ops[:8]) + (" ..." if len(ops) > 8 else "")
+        super().__init__(RET_NOT_FIND_OP, f"{path}: {len(ops)} unsupported operator(s): {listing}")
+
+
+@dataclass
+class PendingNode:
+    op: str
+    name: str
+    inputs: list
+    attrs: dict
+    n_outputs: int
+    version: int
+    out_names: list = field(default_factory=list)
+
+
+class _Emitter:
+    """Creates IR nodes with inferred types, folding all-constant nodes on the fly."""
+
+    def __init__(self, graph: Graph, where: str, fold: bool = True):
+        self.graph, self.where, self.fold = graph, where, fold
+
+    def const(self, array: np.ndarray, name: str | None = None) -> Value:
+        return Value(name or fresh_name("const"), const=np.ascontiguousarray(array))
+
+    def emit(self, op: str, inputs: list, attrs: dict, n_outputs: int = 1, name: str | None = None,
+             out_names: list[str] | None = None) -> list[Value]:
+        name = name or fresh_name(op)
+        names = out_names or [fresh_name(f"{name}_out") for _ in range(n_outputs)]
+        outs = [Value(n) for n in names]
+        node = Node(op, inputs, outs, attrs, name=name)
+        try:
+            types = infer_types(node)
+        except (KernelError, ValueError, IndexError, TypeError) as e:
+            node.detach()
+            raise ConverterError(RET_INFER_ERR, f"{self.where}: shape inference failed for {op} node {name!r}: "
+                                 f"{e}") from None
+        for o, t in zip(outs, types):
+            o.type = t
+        if self.fold and self._foldable(node):
+            try:
+                with np.errstate(all="ignore"):
+                    arrays = evaluate_node(node, [None if v is None else v.const for v in node.inputs])
+            except (KernelError, ValueError, IndexError, TypeError) as e:
+                node.detach()
+                raise ConverterError(RET_INFER_ERR, f"{self.where}: {op} node {name!r} fails on its constant "
+                                     f"inputs: {e}") from None
+            node.detach()
+            for o, a in zip(outs, arrays):
+                o.const = np.ascontiguousarray(a.astype(o.type.dtype.np, copy=False))
+                o.producer = None
+            return outs
+        self.graph.nodes.append(node)
+        return outs
+
+    @staticmethod
+    def _foldable(node: Node) -> bool:
+        if not OPS[node.op].deterministic or node.op == "GraphKernel":
+            return False
+        ins = [v for v in node.inputs if v is not None]
+        if not all(v.const is not None for v in ins):
+            return False
+        in_bytes = sum(v.const.nbytes for v in ins)
+        out_bytes = sum(o.type.nbytes for o in node.outputs)
+        return out_bytes <= _FOLD_GROWTH * in_bytes + _FOLD_SLACK_BYTES
+
+
+def _opset_version(model: onnx.ModelProto) -> int:
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            return int(o.version)
+    return 1
+
+
+def _since_version(op: str, opset: int) -> int:
+    try:
+        return onnx.defs.get_schema(op, opset, "").since_version
+    except Exception:   # op newer than the model's opset, or unknown
+        return opset
+
+
+def _collect_unsupported(model: onnx.ModelProto) -> list[tuple[str, str]]:
+    missing = []
+    for i, n in enumerate(model.graph.node):
+        dom = n.domain if n.domain not in ("ai.onnx",) else ""
+        if dom != "" or (n.op_type not in OPS and n.op_type not in _IMPORTER_OPS):
+            label = n.op_type if not dom else f"{dom}::{n.op_type}"
+            missing.append((label, n.name or f"{n.op_type}_{i}"))
+    return missing
+
+
+def parse_input_shapes(text: str) -> dict[str, tuple[int, ...]]:
+    """MindSpore ``--inputShape`` syntax: ``name:d0,d1;name2:d0`` (the last ``:`` splits name from dims)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for item in filter(None, (s.strip() for s in text.split(";"))):
+        name, sep, dims = item.rpartition(":")
+        if not sep or not name or not dims:
+            raise ConverterError(RET_INPUT_PARAM_INVALID,
+                                 f"--inputShape: {item!r} is not of the form name:d0,d1,...")
+        try:
+            values = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            raise ConverterError(RET_INPUT_PARAM_INVALID,
+                                 f"--inputShape: dims {dims!r} of input {name!r} are not integers") from None
+        if any(d < 0 for d in values):
+            raise ConverterError(RET_INPUT_PARAM_INVALID, f"--inputShape: input {name!r} has a negative dim")
+        shapes[name] = values
+    return shapes
+
+
+def import_model(model, input_shapes: dict[str, tuple[int, ...]] | None = None, fold: bool = True) -> Graph:
+    """Imports an ONNX model (path or ModelProto) into a static-shape IR Graph."""
+    where = model if isinstance(model, str) else getattr(model, "graph", None) and model.graph.name or "model"
+    where = str(where)
+    proto = load_onnx(model)
+    if proto.functions:
+        try:
+            proto = onnx.inliner.inline_local_functions(proto)
+        except Exception as e:
+            raise ConverterError(RET_GRAPH_FILE_ERR, f"{where}: cannot inline model-local functions: {e}") from None
+    missing = _collect_unsupported(proto)
+    if missing:
+        raise UnsupportedOpsError(missing, where)
+    return _GraphImporter(proto, where, input_shapes or {}, fold).run()
+
+
+class _GraphImporter:
+    def __init__(self, proto: onnx.ModelProto, where: str, input_shapes: dict, fold: bool):
+        self.proto, self.where = proto, where
+        self.opset = _opset_version(proto)
+        self.input_shapes = dict(input_shapes)
+        self.graph = Graph(proto.graph.name or "main")
+        self.em = _Emitter(self.graph, where, fold)
+        self.env: dict[str, Value] = {}
+
+    def run(self) -> Graph:
+        g = self.proto.graph
+        for t in g.initializer:
+            self.env[t.name] = Value(t.name, const=tensor_to_array(t, self.where))
+        for t in g.sparse_initializer:
+            self.env[t.values.name] = Value(t.values.name, const=attribute_value(
+                onnx.helper.make_attribute("v", t), self.where))
+        self._inputs(g)
+        for node in self._toposorted(g):
+            self._node(node)
+        outputs = []
+        for vi in g.output:
+            if vi.name not in self.env:
+                raise ConverterError(RET_GRAPH_FILE_ERR, f"{self.where}: graph output {vi.name!r} is not produced "
+                                                         "by any node")
+            outputs.append(self.env[vi.name])
+        self.graph.outputs = outputs
+        self.graph.metadata["onnx_opset"] = str(self.opset)
+        self.graph.metadata["producer"] = f"{self.proto.producer_name} {self.proto.producer_version}".strip()
+        remove_dead_nodes(self.graph)
+        return self.graph
+
+    def _inputs(self, g) -> None:
+        unknown = set(self.input_shapes) - {vi.name for vi in g.input}
+        if unknown:
+            raise ConverterError(RET_INPUT_PARAM_INVALID,
+                                 f"--inputShape names {', '.join(sorted(unknown))}, which is not an input of "
+                                 f"{self.where} (inputs: {', '.join(vi.name for vi in g.input) or 'none'})")
+        for vi in g.input:
+            if vi.name in self.env and vi.name not in self.input_shapes:
+                continue     # IR < 4 lists initializers as inputs too: they stay constants
+            dtype, dims = value_info_type(vi, self.where)
+            if vi.name in self.input_shapes:
+                shape = self.input_shapes[vi.name]
+                if dims is not None and len(dims) != len(shape):
+                    raise ConverterError(RET_INPUT_PARAM_INVALID,
+                                         f"--inputShape gives {vi.name!r} rank {len(shape)}, the model declares "
+                                         f"rank {len(dims)}")
+                for d, s in zip(dims or [], shape):
+                    if isinstance(d, int) and d != s:
+                        raise ConverterError(RET_INPUT_PARAM_INVALID,
+                                             f"--inputShape gives {vi.name!r} shape {list(shape)}, but the model "
+                                             f"fixes it to {dims}")
+            else:
+                if dims is None:
+                    raise ConverterError(RET_INFER_ERR, f"{self.where}: input {vi.name!r} has no shape; give it "
+                                                        "with --inputShape")
+                dynamic = [d for d in dims if not isinstance(d, int)]
+                if dynamic:
+                    log.warning("input %r has dynamic dims %s; using 1 for them (fix them with "
+                                "--inputShape=%s:...)", vi.name, dynamic, vi.name)
+                shape = tuple(d if isinstance(d, int) else 1 for d in dims)
+            v = Value(vi.name, TensorType(dtype, tuple(shape)))
+            self.env[vi.name] = v
+            self.graph.inputs.append(v)
+
+    def _toposorted(self, g) -> list:
+        """ONNX requires topological order, but not every exporter complies: sort (and detect cycles)."""
+        produced = {o: i for i, n in enumerate(g.node) for o in n.output if o}
+        known = set(self.env)
+        order, state = [], {}
+        for root in range(len(g.node)):
+            stack = [(root, False)]
+            while stack:
+                i, done = stack.pop()
+                if done:
+                    state[i] = 2
+                    order.append(g.node[i])
+                    continue
+                if state.get(i) == 2:
+                    continue
+                if state.get(i) == 1:
+                    raise ConverterError(RET_GRAPH_FILE_ERR, f"{self.where}: the graph has a cycle through node "
+                                                             f"{g.node[i].name or g.node[i].op_type!r}")
+                state[i] = 1
+                stack.append((i, True))
+                for name in g.node[i].input:
+                    if not name or name in known:
+                        continue
+                    if name not in produced:
+                        n = g.node[i]
+                        raise ConverterError(RET_GRAPH_FILE_ERR, f"{self.where}: input {name!r} of node "
+                                             f"{n.name or n.op_type!r} is not produced by any node, initializer "
+                                             "or graph input")
+                    j = produced[name]
+                    if state.get(j) == 1:
+                        raise ConverterError(RET_GRAPH_FILE_ERR, f"{self.where}: the graph has a cycle through node"
+                                                                 f" {g.node[j].name or g.node[j].op_type!r}")
+                    if state.get(j) is None:
+                        stack.append((j, False))
+        return order
+
+    def _node(self, n: onnx.NodeProto) -> None:
+        name = n.name or fresh_name(n.op_type)
+        where = f"{self.where}: node {name!r} ({n.op_type})"
+        attrs = {}
+        for a in n.attribute:
+            v = attribute_value(a, where)
+            if isinstance(v, onnx.GraphProto):
+                raise ConverterError(RET_NOT_FIND_OP, f"{where}: control flow with sub-graphs is not supported")
+            if v is not None:
+                attrs[a.name] = v
+        if n.op_type == "Constant":
+            self.env[n.output[0]] = Value(n.output[0], const=np.ascontiguousarray(constant_node_value(attrs)))
+            return
+        inputs = [self.env[i] if i else None for i in n.input]
+        while inputs and inputs[-1] is None:
+            inputs.pop()
+        outs = [o for o in n.output]
+        p = PendingNode(n.op_type, name, inputs, attrs, len(outs), _since_version(n.op_type, self.opset))
+        result = None
+        fix = LEGACY.get(n.op_type)
+        try:
+            if fix is not None:
+                result = fix(p, self.em)
+            if result is None:
+                result = self.em.emit(p.op, p.inputs, p.attrs, p.n_outputs, name=p.name,
+                                      out_names=[o or fresh_name(f"{name}_unused") for o in outs])
+        except ConverterError:
+            raise
+        except (KernelError, ValueError, KeyError, IndexError, TypeError) as e:
+            raise ConverterError(RET_INFER_ERR, f"{where}: cannot convert: {e}") from None
+        for o, v in zip(outs, result):
+            if o:
+                if v.name != o and v.name not in self.env:
+                    v.name = o      # values emitted by an upgrade keep the ONNX tensor name
+                self.env[o] = v
+
+
+def remove_dead_nodes(graph: Graph) -> int:
+    """Drops nodes none of whose outputs reach a graph output; returns how many were removed."""
+    live = {id(v) for v in graph.outputs}
+    kept: list[Node] = []
+    removed = 0
+    for node in reversed(graph.nodes):
+        if any(id(o) in live for o in node.outputs):
+            kept.append(node)
+            live.update(id(v) for v in node.inputs if v is not None)
+        else:
+            node.detach()
+            removed += 1
+    graph.nodes = kept[::-1]
+    return removed

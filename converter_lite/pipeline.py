@@ -1,0 +1,125 @@
+"""convert(): the one ordered path from an ONNX file to a ``.ms`` file.
+
+    load + import (frontend)  ->  graph-kernel optimizer at opt_level (passes.manager; includes native build)
+    ->  serialize (model.format, atomic write)
+
+Environment variables are read here, at the entry, and nowhere below: MS_DEV_GRAPH_KERNEL_FLAGS replaces the
+config file's ``[graph_kernel_param]`` flags, MS_DEV_DUMP_GRAPH_KERNEL_IR=on dumps the IR after every pass.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+from . import __version__
+from .config import GraphKernelConfig, load_config_file, load_fusion_switch_file, parse_flags, resolve_flags
+from .errors import RET_INPUT_PARAM_INVALID, RET_NOT_SUPPORT, ConverterError
+from .ir.core import Graph
+
+log = logging.getLogger("converter_lite")
+
+OPTIMIZE_CHOICES = ("none", "general", "gpu_oriented", "ascend_oriented")
+
+
+@dataclass
+class ConvertResult:
+    output_path: str
+    graph: Graph
+    config: GraphKernelConfig
+    stats: dict[str, int] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def output_path_for(output_file: str) -> str:
+    """MindSpore appends ``.ms`` unless the name already ends with it."""
+    return output_file if output_file.endswith(".ms") else output_file + ".ms"
+
+
+def build_config(config_file: str | None = None, *, graph_kernel_flags: str | None = None,
+                 enable_graph_kernel: bool | None = None, fusion_switch_file: str | None = None,
+                 env: dict | None = None, dump_dir: str = ".") -> GraphKernelConfig:
+    """Resolves the flag string in force (API flags > env > config file) into a GraphKernelConfig."""
+    env = os.environ if env is None else env
+    file_flags = None
+    if config_file is not None:
+        file_flags, _sections = load_config_file(config_file)
+    text = resolve_flags(file_flags, env.get("MS_DEV_GRAPH_KERNEL_FLAGS"))
+    if graph_kernel_flags:
+        text = graph_kernel_flags
+    fusion_switch = load_fusion_switch_file(fusion_switch_file) if fusion_switch_file else None
+    return parse_flags(text, default_opt_level=2 if enable_graph_kernel else 0,
+                       dump_ir=env.get("MS_DEV_DUMP_GRAPH_KERNEL_IR", "") == "on", dump_dir=dump_dir,
+                       fusion_switch=fusion_switch)
+
+
+def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, optimize: str = "general",
+                  input_shape: dict | str | None = None) -> ConvertResult:
+    from .frontend.onnx_import import import_model, parse_input_shapes
+    from .model.format import save_model
+    from .passes.manager import run_graph_kernel_optimizer
+
+    if optimize not in OPTIMIZE_CHOICES:
+        raise ConverterError(RET_INPUT_PARAM_INVALID,
+                             f"--optimize={optimize}: INPUT ILLEGAL: optimize must be none|general|gpu_oriented|"
+                             "ascend_oriented")
+    if optimize in ("gpu_oriented", "ascend_oriented"):
+        raise ConverterError(RET_NOT_SUPPORT,
+                             f"--optimize={optimize} targets a {optimize.split('_')[0].upper()} device; "
+                             "converter_lite builds for the CPU only (use --optimize=general)")
+    if isinstance(input_shape, str):
+        input_shape = parse_input_shapes(input_shape)
+    out_path = output_path_for(os.fspath(output_file))
+    _check_output_dir(out_path)
+
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    graph = import_model(os.fspath(model_file) if not hasattr(model_file, "graph") else model_file,
+                         input_shapes=input_shape)
+    timings["import"] = time.perf_counter() - t0
+
+    stats: dict[str, int] = {}
+    artifacts: dict[str, bytes] = {}
+    if optimize != "none" and config.enabled:
+        t0 = time.perf_counter()
+        ctx = run_graph_kernel_optimizer(graph, config)
+        timings["graph_kernel"] = time.perf_counter() - t0
+        stats = dict(ctx.stats)
+        artifacts = dict(ctx.artifacts)
+
+    t0 = time.perf_counter()
+    metadata = {
+        "converter_version": __version__,
+        "source_model": os.path.basename(os.fspath(model_file)) if not hasattr(model_file, "graph") else "<proto>",
+        "optimize": optimize,
+        "opt_level": config.opt_level if optimize != "none" else 0,
+        "graph_kernel_flags": config.flags_text,
+        "fusion_stats": stats,
+    }
+    _make_output_dir(out_path)
+    save_model(out_path, graph, metadata, artifacts or None)
+    timings["save"] = time.perf_counter() - t0
+    return ConvertResult(out_path, graph, config, stats, timings)
+
+
+def _check_output_dir(out_path: str) -> None:
+    """Fails early if the output cannot be written; a missing directory is created only at save time."""
+    if os.path.isdir(out_path):
+        raise ConverterError(RET_INPUT_PARAM_INVALID, f"--outputFile: {out_path} is a directory")
+    d = os.path.dirname(os.path.abspath(out_path))
+    while not os.path.exists(d):
+        d = os.path.dirname(d)
+    if not os.path.isdir(d):
+        raise ConverterError(RET_INPUT_PARAM_INVALID, f"--outputFile: {d} is a file, not a directory")
+    if not os.access(d, os.W_OK):
+        raise ConverterError(RET_INPUT_PARAM_INVALID, f"--outputFile: directory {d} is not writable")
+
+
+def _make_output_dir(out_path: str) -> None:
+    d = os.path.dirname(os.path.abspath(out_path))
+    try:
+        os.makedirs(d, exist_ok=True)
+    except OSError as e:
+        raise ConverterError(RET_INPUT_PARAM_INVALID, f"--outputFile: cannot create directory {d}: "
+                                                      f"{e.strerror}") from None

@@ -1,0 +1,219 @@
+"""Builds the sample ONNX models in this directory with onnx.helper (run: python models/make_models.py).
+
+* mynet.onnx              seed 000's MyNet: y = x*2 + 1 (x = 0.5 everywhere -> 2.0 everywhere)
+* custom_op.onnx          seed 000's custom combination operator: MyOp(a, y) = (a - y) * a as a model-local
+                          function, called on (2x)^3 (x = 0.2, y = 0.3 -> -0.015104 everywhere)
+* mlp_block.onnx          LayerNorm -> MatMul+bias -> tanh-GELU -> MatMul+bias -> residual add
+* attention_block.onnx    a transformer encoder block: QKV projections, softmax(QK^T/sqrt(d))V, output
+                          projection, residual + LayerNorm, GELU MLP, residual + LayerNorm
+* conv_net.onnx           Conv+BatchNorm+Relu blocks with residual adds, global pooling and a Gemm head
+* legacy_opset9.onnx      a small conv/fc net exported at opset 9 (old BatchNorm, Softmax, Upsample forms)
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import onnx.numpy_helper as onh
+from onnx import TensorProto as TP
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+IR_VERSION = 10        # onnxruntime 1.31 reads up to IR version 13; onnx 1.23 would write 14
+F32 = TP.FLOAT
+
+
+def _model(graph, opset=17, functions=(), ir_version=IR_VERSION, extra_opsets=()):
+    m = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset), *extra_opsets], functions=list(functions),
+                      ir_version=ir_version, producer_name="converter_lite.models")
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def _init(rng, name, shape, scale=0.1):
+    return onh.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def mynet():
+    nodes = [oh.make_node("Mul", ["x", "two"], ["a"], name="mul"),
+             oh.make_node("Add", ["a", "one"], ["y"], name="add")]
+    g = oh.make_graph(nodes, "MyNet", [oh.make_tensor_value_info("x", F32, [4, 4])],
+                      [oh.make_tensor_value_info("y", F32, [4, 4])],
+                      initializer=[onh.from_array(np.array(2.0, np.float32), "two"),
+                                   onh.from_array(np.array(1.0, np.float32), "one")])
+    return _model(g)
+
+
+def custom_op():
+    my_op = oh.make_function("custom", "MyOp", ["x", "y"], ["out"],
+                             [oh.make_node("Sub", ["x", "y"], ["a"]), oh.make_node("Mul", ["a", "x"], ["out"])],
+                             opset_imports=[oh.make_opsetid("", 17)])
+    nodes = [oh.make_node("Mul", ["x", "two"], ["a"], name="mul"),
+             oh.make_node("Pow", ["a", "three"], ["b"], name="pow"),
+             oh.make_node("MyOp", ["b", "y"], ["res"], domain="custom", name="my_op")]
+    g = oh.make_graph(nodes, "MyNetCustomOp",
+                      [oh.make_tensor_value_info("x", F32, [4, 4]), oh.make_tensor_value_info("y", F32, [4, 4])],
+                      [oh.make_tensor_value_info("res", F32, [4, 4])],
+                      initializer=[onh.from_array(np.array(2.0, np.float32), "two"),
+                                   onh.from_array(np.array(3.0, np.float32), "three")])
+    return _model(g, functions=[my_op], extra_opsets=[oh.make_opsetid("custom", 1)])
+
+
+def _gelu_tanh(x, out, p):
+    """0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))) as exporters write it."""
+    return [oh.make_node("Pow", [x, f"{p}_c3"], [f"{p}_x3"]),
+            oh.make_node("Mul", [f"{p}_x3", f"{p}_k"], [f"{p}_kx3"]),
+            oh.make_node("Add", [x, f"{p}_kx3"], [f"{p}_inner"]),
+            oh.make_node("Mul", [f"{p}_inner", f"{p}_s"], [f"{p}_scaled"]),
+            oh.make_node("Tanh", [f"{p}_scaled"], [f"{p}_t"]),
+            oh.make_node("Add", [f"{p}_t", f"{p}_one"], [f"{p}_t1"]),
+            oh.make_node("Mul", [x, f"{p}_t1"], [f"{p}_xt"]),
+            oh.make_node("Mul", [f"{p}_xt", f"{p}_half"], [out])], [
+        onh.from_array(np.array(3.0, np.float32), f"{p}_c3"),
+        onh.from_array(np.array(0.044715, np.float32), f"{p}_k"),
+        onh.from_array(np.array(np.sqrt(2 / np.pi), np.float32), f"{p}_s"),
+        onh.from_array(np.array(1.0, np.float32), f"{p}_one"),
+        onh.from_array(np.array(0.5, np.float32), f"{p}_half")]
+
+
+def mlp_block(rng, tokens=64, hidden=128, ffn=512):
+    nodes, inits = [], []
+    nodes.append(oh.make_node("LayerNormalization", ["x", "ln_g", "ln_b"], ["ln"], axis=-1, epsilon=1e-5,
+                              name="ln"))
+    inits += [_init(rng, "ln_g", [hidden], 1.0), _init(rng, "ln_b", [hidden])]
+    nodes += [oh.make_node("MatMul", ["ln", "w1"], ["h1"], name="fc1"),
+              oh.make_node("Add", ["h1", "b1"], ["h1b"], name="fc1_bias")]
+    inits += [_init(rng, "w1", [hidden, ffn]), _init(rng, "b1", [ffn])]
+    gn, gi = _gelu_tanh("h1b", "g", "gelu")
+    nodes += gn
+    inits += gi
+    nodes += [oh.make_node("MatMul", ["g", "w2"], ["h2"], name="fc2"),
+              oh.make_node("Add", ["h2", "b2"], ["h2b"], name="fc2_bias"),
+              oh.make_node("Add", ["h2b", "x"], ["y"], name="residual")]
+    inits += [_init(rng, "w2", [ffn, hidden]), _init(rng, "b2", [hidden])]
+    g = oh.make_graph(nodes, "MlpBlock", [oh.make_tensor_value_info("x", F32, [1, tokens, hidden])],
+                      [oh.make_tensor_value_info("y", F32, [1, tokens, hidden])], initializer=inits)
+    return _model(g)
+
+
+def attention_block(rng, batch=1, seq=64, hidden=128, heads=4, ffn=512):
+    d = hidden // heads
+    nodes, inits = [], []
+
+    def linear(x, out, name, n_in, n_out):
+        nodes.extend([oh.make_node("MatMul", [x, f"{name}_w"], [f"{out}_mm"], name=f"{name}"),
+                      oh.make_node("Add", [f"{out}_mm", f"{name}_b"], [out], name=f"{name}_bias")])
+        inits.extend([_init(rng, f"{name}_w", [n_in, n_out]), _init(rng, f"{name}_b", [n_out])])
+
+    def heads_of(x, out):
+        nodes.extend([oh.make_node("Reshape", [x, "heads_shape"], [f"{out}_r"]),
+                      oh.make_node("Transpose", [f"{out}_r"], [out], perm=[0, 2, 1, 3])])
+
+    inits.append(onh.from_array(np.array([batch, seq, heads, d], np.int64), "heads_shape"))
+    inits.append(onh.from_array(np.array([batch, seq, hidden], np.int64), "merge_shape"))
+    inits.append(onh.from_array(np.array(1.0 / np.sqrt(d), np.float32), "scale"))
+    for n in ("q", "k", "v"):
+        linear("x", n, f"{n}_proj", hidden, hidden)
+        heads_of(n, f"{n}h")
+    nodes += [oh.make_node("Transpose", ["kh"], ["khT"], perm=[0, 1, 3, 2]),
+              oh.make_node("MatMul", ["qh", "khT"], ["scores"], name="qk"),
+              oh.make_node("Mul", ["scores", "scale"], ["scaled"], name="scale"),
+              oh.make_node("Add", ["scaled", "mask"], ["masked"], name="mask_add"),
+              oh.make_node("Softmax", ["masked"], ["probs"], axis=-1, name="softmax"),
+              oh.make_node("MatMul", ["probs", "vh"], ["ctx"], name="pv"),
+              oh.make_node("Transpose", ["ctx"], ["ctxT"], perm=[0, 2, 1, 3]),
+              oh.make_node("Reshape", ["ctxT", "merge_shape"], ["ctxm"])]
+    linear("ctxm", "attn", "o_proj", hidden, hidden)
+    nodes += [oh.make_node("Add", ["attn", "x"], ["res1"], name="residual1"),
+              oh.make_node("LayerNormalization", ["res1", "ln1_g", "ln1_b"], ["ln1"], axis=-1, epsilon=1e-5,
+                           name="ln1")]
+    inits += [_init(rng, "ln1_g", [hidden], 1.0), _init(rng, "ln1_b", [hidden])]
+    linear("ln1", "f1", "ffn1", hidden, ffn)
+    nodes += [oh.make_node("Div", ["f1", "sqrt2"], ["f1d"]), oh.make_node("Erf", ["f1d"], ["f1e"]),
+              oh.make_node("Add", ["f1e", "one"], ["f1e1"]), oh.make_node("Mul", ["f1", "f1e1"], ["f1m"]),
+              oh.make_node("Mul", ["f1m", "half"], ["gelu"], name="gelu_erf")]
+    inits += [onh.from_array(np.array(np.sqrt(2.0), np.float32), "sqrt2"),
+              onh.from_array(np.array(1.0, np.float32), "one"), onh.from_array(np.array(0.5, np.float32), "half")]
+    linear("gelu", "f2", "ffn2", ffn, hidden)
+    nodes += [oh.make_node("Add", ["f2", "ln1"], ["res2"], name="residual2"),
+              oh.make_node("LayerNormalization", ["res2", "ln2_g", "ln2_b"], ["y"], axis=-1, epsilon=1e-5,
+                           name="ln2")]
+    inits += [_init(rng, "ln2_g", [hidden], 1.0), _init(rng, "ln2_b", [hidden])]
+    g = oh.make_graph(nodes, "AttentionBlock",
+                      [oh.make_tensor_value_info("x", F32, [batch, seq, hidden]),
+                       oh.make_tensor_value_info("mask", F32, [batch, 1, 1, seq])],
+                      [oh.make_tensor_value_info("y", F32, [batch, seq, hidden])], initializer=inits)
+    return _model(g)
+
+
+def conv_net(rng, channels=16, size=32):
+    nodes, inits = [], []
+
+    def conv_bn(x, out, name, cin, cout, k=3, relu=True, stride=1):
+        nodes.append(oh.make_node("Conv", [x, f"{name}_w"], [f"{name}_c"], kernel_shape=[k, k],
+                                  pads=[k // 2] * 4, strides=[stride, stride], name=f"{name}_conv"))
+        nodes.append(oh.make_node("BatchNormalization", [f"{name}_c", f"{name}_s", f"{name}_b", f"{name}_m",
+                                                         f"{name}_v"], [out if not relu else f"{name}_bn"],
+                                  epsilon=1e-5, name=f"{name}_bn"))
+        if relu:
+            nodes.append(oh.make_node("Relu", [f"{name}_bn"], [out], name=f"{name}_relu"))
+        inits.extend([_init(rng, f"{name}_w", [cout, cin, k, k], np.sqrt(2.0 / (cin * k * k))),
+                      onh.from_array((1 + 0.1 * rng.standard_normal(cout)).astype(np.float32), f"{name}_s"),
+                      _init(rng, f"{name}_b", [cout]), _init(rng, f"{name}_m", [cout]),
+                      onh.from_array((1 + 0.1 * rng.random(cout)).astype(np.float32), f"{name}_v")])
+
+    conv_bn("x", "stem", "stem", 3, channels)
+    prev = "stem"
+    for i in range(2):
+        conv_bn(prev, f"b{i}a", f"b{i}a", channels, channels)
+        conv_bn(f"b{i}a", f"b{i}b", f"b{i}b", channels, channels, relu=False)
+        nodes += [oh.make_node("Add", [f"b{i}b", prev], [f"b{i}sum"], name=f"b{i}_residual"),
+                  oh.make_node("Relu", [f"b{i}sum"], [f"b{i}out"], name=f"b{i}_relu")]
+        prev = f"b{i}out"
+    nodes += [oh.make_node("GlobalAveragePool", [prev], ["gap"], name="gap"),
+              oh.make_node("Flatten", ["gap"], ["flat"], axis=1, name="flatten"),
+              oh.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["y"], transB=1, name="fc")]
+    inits += [_init(rng, "fc_w", [10, channels]), _init(rng, "fc_b", [10])]
+    g = oh.make_graph(nodes, "ConvNet", [oh.make_tensor_value_info("x", F32, [1, 3, size, size])],
+                      [oh.make_tensor_value_info("y", F32, [1, 10])], initializer=inits)
+    return _model(g)
+
+
+def legacy_opset9(rng):
+    """Old operator forms: BatchNormalization-9, Upsample-9, Softmax-1 (2-D coercion), Gemm-9, Flatten."""
+    nodes = [oh.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], name="conv"),
+             oh.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["bn"], epsilon=1e-5, name="bn"),
+             oh.make_node("Relu", ["bn"], ["r"], name="relu"),
+             oh.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2], name="pool"),
+             oh.make_node("Upsample", ["p", "scales"], ["u"], mode="nearest", name="upsample"),
+             oh.make_node("Add", ["u", "r"], ["sum"], name="add"),
+             oh.make_node("Flatten", ["sum"], ["f"], axis=1, name="flatten"),
+             oh.make_node("Gemm", ["f", "fw", "fb"], ["logits"], transB=1, name="fc"),
+             oh.make_node("Softmax", ["logits"], ["y"], name="softmax")]
+    inits = [_init(rng, "w", [4, 3, 3, 3], 0.3),
+             onh.from_array((1 + 0.1 * rng.standard_normal(4)).astype(np.float32), "s"),
+             _init(rng, "b", [4]), _init(rng, "m", [4]),
+             onh.from_array((1 + 0.1 * rng.random(4)).astype(np.float32), "v"),
+             onh.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
+             _init(rng, "fw", [10, 4 * 8 * 8]), _init(rng, "fb", [10])]
+    g = oh.make_graph(nodes, "LegacyOpset9", [oh.make_tensor_value_info("x", F32, [1, 3, 8, 8])],
+                      [oh.make_tensor_value_info("y", F32, [1, 10])], initializer=inits)
+    return _model(g, opset=9, ir_version=4)
+
+
+def build_all(out_dir: str = HERE) -> list[str]:
+    rng = np.random.default_rng(2024)
+    models = {"mynet": mynet(), "custom_op": custom_op(), "mlp_block": mlp_block(rng),
+              "attention_block": attention_block(rng), "conv_net": conv_net(rng), "legacy_opset9": legacy_opset9(rng)}
+    paths = []
+    for name, m in models.items():
+        path = os.path.join(out_dir, f"{name}.onnx")
+        onnx.save(m, path)
+        paths.append(path)
+    return paths
+
+
+if __name__ == "__main__":
+    for p in build_all():
+        print(p)
