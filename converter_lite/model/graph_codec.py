@@ -1,0 +1,212 @@
+"""Graph <-> JSON-able header object, with tensor data going to a separate weights blob.
+
+Encoding (one dict per graph, sub-graphs of fused kernels nested in their node's attrs)::
+
+    {"name": str, "metadata": {str: str},
+     "values": [{"name": str, "type": [dtype_code, [d0, ...]] | null, "const": <tensor ref>?}, ...],
+     "inputs": [value index, ...], "outputs": [value index, ...],
+     "nodes": [{"op": str, "name": str, "inputs": [value index | null], "outputs": [value index],
+                "attrs": {key: <attr>}}, ...]}
+
+Value indices are local to their graph.  Attribute values map to JSON as follows: None, bool, int, str and
+finite or non-finite floats map to themselves (``Infinity``/``NaN`` are written the way Python's json module
+does); a tuple or list becomes a JSON list (decoded as a tuple); everything else is a tagged object
+``{"$": tag, ...}``: ``"array"`` (a tensor ref), ``"graph"`` (a nested encoded graph), ``"dict"`` (string keys),
+``"scalar"`` (a numpy scalar: dtype + value).
+
+A tensor ref is ``{"dtype": numpy dtype str, "shape": [...], "offset": int, "nbytes": int}`` into the weights
+blob, where each tensor starts on a 64-byte boundary so that loading can view it in place (np.frombuffer over a
+memory map, no copy).  String tensors (dtype object) are stored inline as ``{"dtype": "str", "shape": [...],
+"items": [...]}``.  Data is little-endian.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..ir.core import Graph, Node, TensorType, Value
+from ..ir.dtype import DType
+
+ALIGN = 64
+_TAG = "$"
+
+
+class CodecError(ValueError):
+    """The graph cannot be encoded, or a header does not decode to a graph; the message says where."""
+
+
+def align_up(n: int, alignment: int = ALIGN) -> int:
+    return (n + alignment - 1) // alignment * alignment
+
+
+class WeightsWriter:
+    """Collects tensors into one blob, each 64-byte aligned; identical array objects are stored once."""
+
+    def __init__(self) -> None:
+        self.chunks: list[tuple[int, np.ndarray]] = []   # (offset in blob, little-endian contiguous data)
+        self.size = 0
+        self._seen: dict[int, tuple[np.ndarray, dict]] = {}
+
+    def add(self, array: np.ndarray) -> dict:
+        hit = self._seen.get(id(array))
+        if hit is not None and hit[0] is array:
+            return hit[1]
+        a = np.asarray(array)
+        if a.dtype == object or a.dtype.kind in "US":
+            ref = {"dtype": "str", "shape": list(a.shape), "items": [str(x) for x in a.reshape(-1)]}
+        else:
+            if a.dtype.kind not in "biuf":
+                raise CodecError(f"cannot store an array of dtype {a.dtype}")
+            a = np.asarray(a, dtype=a.dtype.newbyteorder("<"), order="C")   # keeps 0-d arrays 0-d
+            offset = align_up(self.size)
+            ref = {"dtype": a.dtype.str, "shape": list(a.shape), "offset": offset, "nbytes": a.nbytes}
+            if a.nbytes:
+                self.chunks.append((offset, a))
+                self.size = offset + a.nbytes
+        self._seen[id(array)] = (array, ref)
+        return ref
+
+
+def read_tensor(ref: dict, blob: memoryview | bytes, blob_size: int) -> np.ndarray:
+    """The array a tensor ref describes, viewing ``blob`` in place (read-only when the blob is)."""
+    shape = tuple(int(d) for d in ref["shape"])
+    if any(d < 0 for d in shape):
+        raise CodecError(f"negative dimension in tensor shape {list(shape)}")
+    if ref["dtype"] == "str":
+        items = ref["items"]
+        arr = np.empty(len(items), dtype=object)
+        arr[:] = [str(x) for x in items]
+        return arr.reshape(shape)
+    dtype = np.dtype(ref["dtype"])
+    if dtype.kind not in "biuf":
+        raise CodecError(f"unsupported tensor dtype {ref['dtype']!r}")
+    count = int(np.prod(shape, dtype=np.int64))
+    nbytes, offset = int(ref["nbytes"]), int(ref["offset"])
+    if nbytes != count * dtype.itemsize:
+        raise CodecError(f"tensor of shape {list(shape)} and dtype {dtype} cannot have {nbytes} bytes")
+    if count == 0:
+        return np.empty(shape, dtype=dtype.newbyteorder("="))
+    if offset < 0 or offset + nbytes > blob_size:
+        raise CodecError(f"tensor at offset {offset} with {nbytes} bytes lies outside the weights section")
+    arr = np.frombuffer(blob, dtype=dtype, count=count, offset=offset).reshape(shape)
+    if not dtype.isnative:      # big-endian host: one copy into native order
+        arr = arr.astype(dtype.newbyteorder("="))
+    return arr
+
+
+# -- encoding ------------------------------------------------------------------------------------------------
+def encode_graph(graph: Graph, weights: WeightsWriter) -> dict:
+    index: dict[int, int] = {}
+    values: list[dict] = []
+
+    def ref(v: Value | None) -> int | None:
+        if v is None:
+            return None
+        i = index.get(id(v))
+        if i is None:
+            i = index[id(v)] = len(values)
+            entry: dict[str, Any] = {"name": v.name, "type": _encode_type(v.type)}
+            if v.const is not None:
+                entry["const"] = weights.add(v.const)
+            values.append(entry)
+        return i
+
+    inputs = [ref(v) for v in graph.inputs]
+    nodes = []
+    for n in graph.nodes:
+        try:
+            attrs = {str(k): _encode_attr(a, weights) for k, a in n.attrs.items()}
+        except CodecError as e:
+            raise CodecError(f"node {n.name!r} ({n.op}): {e}") from None
+        nodes.append({"op": n.op, "name": n.name, "inputs": [ref(v) for v in n.inputs],
+                      "outputs": [ref(v) for v in n.outputs], "attrs": attrs})
+    outputs = [ref(v) for v in graph.outputs]
+    return {"name": graph.name, "metadata": dict(graph.metadata), "values": values, "inputs": inputs,
+            "outputs": outputs, "nodes": nodes}
+
+
+def _encode_type(t: TensorType | None) -> list | None:
+    if t is None:
+        return None
+    return [int(t.dtype), [int(d) for d in t.shape]]
+
+
+def _encode_attr(a: Any, weights: WeightsWriter) -> Any:
+    if a is None or isinstance(a, (bool, str)):
+        return a
+    if isinstance(a, int):          # also IntEnum (DType codes stay ints)
+        return int(a)
+    if isinstance(a, float):
+        return float(a)
+    if isinstance(a, (tuple, list)):
+        return [_encode_attr(x, weights) for x in a]
+    if isinstance(a, np.ndarray):
+        return {_TAG: "array", "ref": weights.add(a)}
+    if isinstance(a, np.generic):
+        return {_TAG: "scalar", "dtype": a.dtype.str, "value": a.item()}
+    if isinstance(a, Graph):
+        return {_TAG: "graph", "graph": encode_graph(a, weights)}
+    if isinstance(a, dict):
+        if not all(isinstance(k, str) for k in a):
+            raise CodecError("dict attribute keys must be strings")
+        return {_TAG: "dict", "items": {k: _encode_attr(v, weights) for k, v in a.items()}}
+    raise CodecError(f"attribute value of type {type(a).__name__} cannot be stored")
+
+
+# -- decoding ------------------------------------------------------------------------------------------------
+def decode_graph(obj: dict, blob: memoryview | bytes, blob_size: int) -> Graph:
+    """Rebuilds a graph from ``encode_graph``'s output; raises CodecError on a malformed object."""
+    try:
+        return _decode_graph(obj, blob, blob_size)
+    except CodecError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        raise CodecError(f"malformed graph description ({type(e).__name__}: {e})") from None
+
+
+def _decode_graph(obj: dict, blob, blob_size: int) -> Graph:
+    values: list[Value] = []
+    for entry in obj["values"]:
+        const = read_tensor(entry["const"], blob, blob_size) if "const" in entry else None
+        t = entry["type"]
+        vtype = None if t is None else TensorType(DType(int(t[0])), tuple(int(d) for d in t[1]))
+        values.append(Value(str(entry["name"]), vtype, const))
+
+    def get(i: int | None) -> Value | None:
+        if i is None:
+            return None
+        if not isinstance(i, int) or not 0 <= i < len(values):
+            raise CodecError(f"value reference {i!r} out of range (graph has {len(values)} values)")
+        return values[i]
+
+    nodes = []
+    for n in obj["nodes"]:
+        attrs = {str(k): _decode_attr(a, blob, blob_size) for k, a in n["attrs"].items()}
+        outs = [get(i) for i in n["outputs"]]
+        if any(o is None for o in outs):
+            raise CodecError(f"node {n['name']!r} has a missing output")
+        nodes.append(Node(str(n["op"]), [get(i) for i in n["inputs"]], outs, attrs, name=str(n["name"])))
+    graph = Graph(str(obj["name"]), [get(i) for i in obj["inputs"]], [get(i) for i in obj["outputs"]], nodes)
+    graph.metadata = {str(k): v for k, v in obj.get("metadata", {}).items()}
+    return graph
+
+
+def _decode_attr(a: Any, blob, blob_size: int) -> Any:
+    if isinstance(a, list):
+        return tuple(_decode_attr(x, blob, blob_size) for x in a)
+    if not isinstance(a, dict):
+        return a
+    tag = a[_TAG]
+    if tag == "array":
+        return read_tensor(a["ref"], blob, blob_size)
+    if tag == "graph":
+        return _decode_graph(a["graph"], blob, blob_size)
+    if tag == "dict":
+        return {str(k): _decode_attr(v, blob, blob_size) for k, v in a["items"].items()}
+    if tag == "scalar":
+        dtype = np.dtype(a["dtype"])
+        if dtype.kind not in "biuf":
+            raise CodecError(f"unsupported scalar dtype {a['dtype']!r}")
+        return dtype.type(a["value"])
+    raise CodecError(f"unknown attribute tag {tag!r}")
