@@ -7,6 +7,7 @@ RET_NOT_SUPPORT = -7
 RET_GRAPH_FILE_ERR = -200
 RET_NOT_FIND_OP = -300
 RET_INVALID_OP_ATTR = -302
+RET_OP_EXECUTE_FAILURE = -303
 RET_INFER_ERR = -500
 RET_INPUT_PARAM_INVALID = -600
 
@@ -17,6 +18,7 @@ DESCRIPTIONS = {
     RET_GRAPH_FILE_ERR: "Failed to verify graph file.",
     RET_NOT_FIND_OP: "Failed to find operator.",
     RET_INVALID_OP_ATTR: "Invalid operator attribute.",
+    RET_OP_EXECUTE_FAILURE: "Failed to execute operator.",
     RET_INFER_ERR: "Failed to infer shape.",
     RET_INPUT_PARAM_INVALID: "Invalid input param by user.",
 }
