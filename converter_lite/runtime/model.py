@@ -1,0 +1,190 @@
+"""``load(path) -> Model`` and ``Model.run(feeds) -> outputs``: running a ``.ms`` file with numpy only.
+
+The model's graph becomes a flat ``Plan`` at load time (plan.py).  Fused kernels (``GraphKernel`` nodes) run
+native code when the file carries native sections (names starting with ``native/``) and the native library
+provides the kernel; otherwise, and for every other node, the reference kernels of ``converter_lite.ops`` run.
+
+Native hook (runtime/native.py): ``NativeLibrary.from_sections(sections)`` returns an object whose
+``kernel(name)`` gives ``fn(inputs: list[ndarray], outputs: list[ndarray])`` (C-contiguous inputs of the
+declared dtypes; outputs preallocated, written in place), or None/KeyError when it lacks that kernel.  If the
+library object has ``set_num_threads(n)``, it is called with the model's ``num_threads``.
+
+Thread safety: ``Model.run`` may be called from several threads at once.  A Model holds no mutable per-run
+state (each run has its own slot list; constants are read-only views of the file), so no lock is taken;
+native kernels must be reentrant, which the native library guarantees.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import RET_INPUT_PARAM_INVALID, ConverterError
+from ..ir.core import Node, TensorType
+from ..ir.dtype import DType
+from ..model.format import LoadedModel, load_model
+from .plan import Kernel, Plan
+
+NATIVE_PREFIX = "native/"
+log = logging.getLogger("converter_lite.runtime")
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """One top-level step of the model, for profiling tables."""
+    name: str
+    op: str
+    source_nodes: tuple[str, ...]
+    native: bool
+
+
+class Model:
+    """A loaded ``.ms`` model.  Build it with ``load``."""
+
+    def __init__(self, loaded: LoadedModel, num_threads: int = 2, native: bool = True):
+        if num_threads < 1:
+            raise ConverterError(RET_INPUT_PARAM_INVALID, f"num_threads must be > 0, got {num_threads}")
+        self.path = loaded.path
+        self.metadata: dict[str, Any] = loaded.metadata
+        self.num_threads = num_threads
+        self.graph = loaded.graph
+        resolve = _native_resolver(loaded, num_threads) if native else None
+        self.plan = Plan(loaded.graph, resolve)
+        self.input_names: list[str] = [v.name for v in loaded.graph.inputs]
+        self.output_names: list[str] = [v.name for v in loaded.graph.outputs]
+        self.input_types: list[TensorType] = [v.type for v in loaded.graph.inputs]
+        self.output_types: list[TensorType] = [v.type for v in loaded.graph.outputs]
+        self.kernels: list[KernelInfo] = [
+            KernelInfo(s.node.name, s.node.op, tuple(s.node.attrs.get("source_nodes", ())), s.native)
+            for s in self.plan.steps]
+        self._inputs = {name: (i, t) for i, (name, t) in enumerate(zip(self.input_names, self.input_types))}
+
+    @property
+    def uses_native_code(self) -> bool:
+        return any(k.native for k in self.kernels)
+
+    def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Runs the model.  ``feeds`` maps every input name to an array of the declared dtype and shape.
+
+        Returns the outputs by name, in graph-output order.  Raises ConverterError(-600) naming the input on a
+        missing/unknown name or a dtype/shape mismatch, and ConverterError(-303) naming the node when a kernel
+        fails.
+        """
+        inputs = self.check_feeds(feeds)
+        with np.errstate(all="ignore"):        # ONNX semantics: inf/nan results are values, not warnings
+            outs = self.plan.execute(inputs)
+        return dict(zip(self.output_names, outs))
+
+    def run_profiled(self, feeds: Mapping[str, Any], timings: list[float]) -> dict[str, np.ndarray]:
+        """Like ``run``, and adds each top-level kernel's wall time (seconds) to ``timings[k]`` (one entry per
+        ``self.kernels``)."""
+        inputs = self.check_feeds(feeds)
+        with np.errstate(all="ignore"):
+            outs = self.plan.execute(inputs, timings)
+        return dict(zip(self.output_names, outs))
+
+    def check_feeds(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+        """Validates ``feeds`` and returns the arrays in graph-input order (see ``run``)."""
+        if not isinstance(feeds, Mapping):
+            raise _bad(f"feeds must be a dict of input name -> array, got {type(feeds).__name__}")
+        for name in feeds:
+            if name not in self._inputs:
+                raise _bad(f"unknown input {name!r}; the model's inputs are {self._describe_inputs()}")
+        inputs: list[np.ndarray] = []
+        for name, (_, t) in self._inputs.items():
+            if name not in feeds:
+                raise _bad(f"missing input {name!r} ({t}); the model's inputs are {self._describe_inputs()}")
+            inputs.append(_check_array(name, feeds[name], t))
+        return inputs
+
+    def _describe_inputs(self) -> str:
+        return ", ".join(f"{n} ({t})" for n, t in zip(self.input_names, self.input_types))
+
+    def __repr__(self) -> str:
+        return (f"Model({os.path.basename(self.path)!r}, inputs={self._describe_inputs()}, "
+                f"outputs={self.output_names}, kernels={len(self.kernels)})")
+
+
+def load(path: str | os.PathLike, num_threads: int = 2, native: bool = True) -> Model:
+    """Loads a ``.ms`` file (memory-mapped) and prepares it for ``run``.
+
+    Args:
+        path: the model file.
+        num_threads: threads the native kernels may use (> 0).
+        native: False runs every kernel with the numpy reference kernels even if native code is present.
+
+    Raises:
+        ConverterError: -200 for an invalid/corrupted file, -300 for an op the runtime lacks.
+    """
+    return Model(load_model(path), num_threads=num_threads, native=native)
+
+
+def _bad(message: str) -> ConverterError:
+    return ConverterError(RET_INPUT_PARAM_INVALID, message)
+
+
+def _check_array(name: str, value: Any, t: TensorType) -> np.ndarray:
+    expected = t.dtype.np
+    if not isinstance(value, np.ndarray):
+        try:
+            value = np.asarray(value, dtype=expected)
+        except (TypeError, ValueError) as e:
+            raise _bad(f"input {name!r}: expected {t}, got a {type(value).__name__} that is not "
+                       f"convertible ({e})") from None
+    if t.dtype is DType.string:
+        ok = value.dtype.kind in "OUS"
+    else:
+        ok = value.dtype == expected
+    if not ok:
+        raise _bad(f"input {name!r}: expected dtype {t.dtype.name} ({t}), got {value.dtype} "
+                   f"{list(value.shape)}")
+    if value.shape != t.shape:
+        raise _bad(f"input {name!r}: expected shape {list(t.shape)} ({t}), got {list(value.shape)} "
+                   "(shapes are fixed at conversion; re-convert with --inputShape to change them)")
+    return value
+
+
+# -- native kernels ------------------------------------------------------------------------------------------
+def _native_resolver(loaded: LoadedModel, num_threads: int):
+    """A resolver giving native kernels for GraphKernel nodes, or None when the file has no native code."""
+    if not any(name.startswith(NATIVE_PREFIX) for name in loaded.sections):
+        return None
+    try:
+        from .native import NativeLibrary
+    except ImportError as e:
+        log.warning("model %s has native code but the native runtime is unavailable (%s); "
+                    "running reference kernels", loaded.path, e)
+        return None
+    lib = NativeLibrary.from_sections(loaded.sections)
+    if hasattr(lib, "set_num_threads"):
+        lib.set_num_threads(num_threads)
+
+    def resolve(node: Node) -> Kernel | None:
+        if node.op != "GraphKernel":
+            return None
+        name = node.attrs.get("kernel_name")
+        try:
+            fn = lib.kernel(name) if name else None
+        except KeyError:
+            fn = None
+        if fn is None:
+            log.info("no native code for kernel %s (node %s); running its reference sub-graph", name, node.name)
+            return None
+        return _native_kernel(fn, node)
+    return resolve
+
+
+def _native_kernel(fn, node: Node) -> Kernel:
+    """Adapts ``fn(inputs, outputs)`` to the plan's ``inputs -> outputs`` convention."""
+    specs = [(o.type.shape, o.type.dtype.np) for o in node.outputs]
+    in_dtypes = [None if v is None else v.type.dtype.np for v in node.inputs]
+
+    def run(ins: list) -> list:
+        args = [a if a is None else np.ascontiguousarray(a, dtype=dt) for a, dt in zip(ins, in_dtypes)]
+        outs = [np.empty(shape, dtype) for shape, dtype in specs]
+        fn(args, outs)
+        return outs
+    return run
