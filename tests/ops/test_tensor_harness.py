@@ -45,8 +45,8 @@ def check_infer(op, inputs: dict, outs, const=(), **attrs) -> None:
 
 
 def _strip_trailing_none(inputs: dict) -> dict:
-    """Omitted trailing optional inputs are left out of the node (onnxruntime rejects a trailing '')."""
-    items = list(inputs.items())
+    """Inputs as arrays; omitted trailing optional inputs are left out of the node (onnxruntime rejects a trailing '')."""
+    items = [(k, None if v is None else np.asarray(v)) for k, v in inputs.items()]
     while items and items[-1][1] is None:
         items.pop()
     return dict(items)
