@@ -19,8 +19,8 @@ import dataclasses
 import json
 import logging
 import re
-from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 from .errors import RET_INPUT_PARAM_INVALID, ConverterError
 
@@ -478,7 +478,19 @@ def load_fusion_switch_file(path: str) -> FusionSwitch:
 
 
 __all__ = [
-    "GraphKernelConfig", "FusionSwitch", "FusionSwitchSection", "OP_ALIASES", "onnx_op_name", "parse_flags",
-    "tokenize_flags", "resolve_flags", "parse_ini", "section_to_flags", "load_config_file",
-    "parse_fusion_switch", "load_fusion_switch_file", "FLAG_KEYS", "HARDWARE_ONLY_KEYS",
+    "FLAG_KEYS",
+    "HARDWARE_ONLY_KEYS",
+    "OP_ALIASES",
+    "FusionSwitch",
+    "FusionSwitchSection",
+    "GraphKernelConfig",
+    "load_config_file",
+    "load_fusion_switch_file",
+    "onnx_op_name",
+    "parse_flags",
+    "parse_fusion_switch",
+    "parse_ini",
+    "resolve_flags",
+    "section_to_flags",
+    "tokenize_flags",
 ]

@@ -1,0 +1,92 @@
+"""The graph-kernel optimizer pipeline, as data.
+
+``DEFAULT_PIPELINE`` is the single ordered list of stages; each stage lists its passes by registered name with
+the opt_level that turns them on (or the config flag that gates them).  Stage id = index in the pipeline,
+pass id = index in its stage (disabled and not-yet-available passes included), so the ids used by
+``enable_pass``/``disable_pass`` (``"<S>.<P>"``) are stable.  Full pass name:
+``stage<S>_<stagename>_<P>_<passname>`` (e.g. ``stage3_cluster_0_graph_kernel_cluster``).
+
+Levels follow MindSpore Lite: 1 = expand + cluster + build; 2 adds CSE, arithmetic simplification,
+transpose/reshape elimination and recompute; 3 adds stitch fusion, parallel fusion and the op combiner.
+
+To add a pass: register its class with ``@register_pass`` (``passes/registry.py``), put its name in the
+right stage below, and import its module at the bottom of this file.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NEVER = 4                       # MindSpore OptLevel_MAX: a level no opt_level reaches
+
+
+@dataclass(frozen=True)
+class PassSpec:
+    """One pipeline slot: a registered pass name, the opt_level enabling it, or a gating config flag.
+
+    A flag-gated pass (``flag`` set) has level 1 when ``getattr(config, flag)`` is true, else NEVER
+    (MindSpore: ``level = flag ? OptLevel_1 : OptLevel_MAX``).
+    """
+    name: str
+    level: int = 1
+    flag: str | None = None
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str
+    passes: tuple[PassSpec, ...]
+
+
+def _stage(name: str, *passes: PassSpec) -> StageSpec:
+    return StageSpec(name, passes)
+
+
+P = PassSpec
+DEFAULT_PIPELINE: tuple[StageSpec, ...] = (
+    _stage("preprocess",
+           P("empty_pass", 1), P("constant_folding", 1), P("graph_kernel_cse", 2)),
+    _stage("fusion",                    # named pattern fusions (switchable by the fusion switch file too)
+           P("conv_bn_fusion", 1), P("transpose_matmul_fusion", 1), P("shape_reshape", 1),
+           P("split_concat_fusion", 1), P("layer_norm_fusion", 1), P("gelu_fusion", 1),
+           P("attention_fusion", 2), P("matmul_elem_biasadd_fusion", 1), P("matmul_elem_relu_fusion", 1),
+           P("matmul_elem_gelu_fusion", 1), P("add_layer_norm_fusion", 2), P("add_rms_norm_fusion", 2)),
+    _stage("expand",
+           P("graph_kernel_expander", 1), P("graph_kernel_op_combiner", 3)),
+    _stage("cluster",
+           P("graph_kernel_cluster", 1), P("eliminate_redundant_output", 1)),
+    _stage("highlevelopt",
+           P("arithmetic_simplify", 2), P("graph_kernel_cse", 2), P("transform_op_optimizer", 2),
+           P("graph_kernel_recompute", flag="enable_recompute_fusion")),
+    _stage("stitch",
+           P("stitch_fusion", flag="enable_stitch_fusion"), P("eliminate_redundant_output", 1)),
+    _stage("combine",
+           P("parallel_fusion", flag="enable_parallel_fusion")),
+    _stage("build",
+           P("graph_kernel_build", 1)),
+)
+
+# The stage whose passes the fusion switch file (--fusionSwitchFile) controls.
+FUSION_SWITCH_STAGE = "fusion"
+# Passes of that stage whose home section is "UBFusion" (epilogue fusions into a MatMul); all the others
+# belong to "GraphFusion".
+UB_FUSION_PASSES = frozenset({"matmul_elem_biasadd_fusion", "matmul_elem_relu_fusion",
+                              "matmul_elem_gelu_fusion"})
+# Ascend/MindSpore CamelCase names accepted in the fusion switch file for our snake_case passes.
+FUSION_SWITCH_ALIASES: dict[str, tuple[str, ...]] = {
+    "conv_bn_fusion": ("ConvBatchnormFusionPass", "ConvBatchNormFusionPass", "ConvBnFusionPass",
+                       "ConvBNFusionPass"),
+    "transpose_matmul_fusion": ("TransposeMatMulFusionPass", "TransposeMatmulFusionPass"),
+    "shape_reshape": ("ShapeReshapeFusionPass", "ReshapeFusionPass"),
+    "split_concat_fusion": ("SplitConcatFusionPass",),
+    "layer_norm_fusion": ("LayerNormFusionPass", "LayerNormalizationFusionPass"),
+    "gelu_fusion": ("GeluFusionPass", "GeLUFusionPass"),
+    "attention_fusion": ("AttentionFusionPass", "FlashAttentionFusionV1", "FlashAttentionFusionV2"),
+    "matmul_elem_biasadd_fusion": ("MatMulBiasAddFusionPass", "MatmulBiasaddFusionPass"),
+    "matmul_elem_relu_fusion": ("MatMulReluFusionPass", "MatmulReluFusionPass"),
+    "matmul_elem_gelu_fusion": ("MatMulGeluFusionPass", "MatmulGeluFusionPass"),
+    "add_layer_norm_fusion": ("AddLayerNormFusionPass",),
+    "add_rms_norm_fusion": ("AddRmsNormFusionPass", "AddRMSNormFusionPass"),
+}
+
+# -- pass modules (registration side effects); each engineer adds the import of their pass module here --------
+from . import empty  # noqa: F401
