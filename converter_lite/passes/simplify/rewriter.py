@@ -1,0 +1,176 @@
+"""The rule driver shared by ``arithmetic_simplify`` and the named pattern fusions.
+
+A ``Rule`` is ``pattern`` + optional ``check`` + ``rewrite`` (a template pattern or a function building the
+replacement with a ``GraphBuilder``).  ``apply_rules`` visits nodes from the last to the first, tries the rules
+whose pattern is rooted at the node's op type in order, applies the first that matches, and repeats until
+nothing changes.  Guarantees of every applied rewrite:
+
+1. It is skipped when an intermediate matched node is used outside the match (MindSpore ``OutsideRely``),
+   unless the rule says its rewrite also covers those uses (``exclusive=False``).
+2. The replacement has the replaced value's dtype; a smaller, broadcastable shape gets an ``Expand``.  Any
+   other mismatch, or a builder error, rolls the rewrite back (the graph is left exactly as it was).
+3. Graph outputs keep their names: a graph output is only replaced by a freshly built value, which is
+   renamed to the output's name; otherwise the rewrite is rolled back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Union
+
+import numpy as np
+
+from ...ir.builder import GraphBuilder
+from ...ir.core import Graph, Node, Value
+from ...ops.registry import KernelError, broadcast_shapes
+from .dce import remove_dead_nodes
+from .pattern import Match, MatchResult, OpPattern, Pattern, instantiate, match
+
+RewriteFn = Callable[[Match, GraphBuilder], Union[Value, dict, None]]
+FailFn = Callable[["Rule", Node, str], None]
+MAX_ROUNDS = 64          # a safety net: every rule set here reaches its fixed point in a few rounds
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rewrite.  ``name`` is the rule id (arithmetic rules) or a descriptive name."""
+    name: int | str
+    pattern: Pattern
+    rewrite: Pattern | RewriteFn
+    check: Callable[[Match], MatchResult | bool] | None = None
+    exclusive: bool | None = None     # None: intermediates must be exclusive unless the rewrite is a bare Var
+
+    @property
+    def needs_exclusive(self) -> bool:
+        if self.exclusive is not None:
+            return self.exclusive
+        return not isinstance(self.rewrite, Pattern) or isinstance(self.rewrite, OpPattern)
+
+
+def all_graphs(graph: Graph) -> list[Graph]:
+    """``graph`` followed by the sub-graphs of its fused kernels (recursively)."""
+    out = [graph]
+    for node in graph.nodes:
+        sub = node.attrs.get("graph")
+        if isinstance(sub, Graph):
+            out.extend(all_graphs(sub))
+    return out
+
+
+def is_dead(graph: Graph, node: Node) -> bool:
+    return not any(o.uses or any(o is g for g in graph.outputs) for o in node.outputs)
+
+
+def apply_rules(graph: Graph, rules: Iterable[Rule], max_rounds: int = MAX_ROUNDS,
+                on_fail: FailFn | None = None) -> int:
+    """Applies ``rules`` to ``graph`` (not its sub-graphs) until a fixed point; returns the rewrite count."""
+    by_op: dict[str, list[Rule]] = {}
+    for rule in rules:
+        for op_type in dict.fromkeys(rule.pattern.root_ops()):
+            by_op.setdefault(op_type, []).append(rule)
+    total = 0
+    for _ in range(max_rounds):
+        count = 0
+        for node in reversed(list(graph.nodes)):
+            candidates = by_op.get(node.op)
+            if not candidates or is_dead(graph, node):
+                continue
+            if any(try_rule(graph, rule, node, on_fail) for rule in candidates):
+                count += 1
+        if not count:
+            break
+        total += count
+        remove_dead_nodes(graph, recursive=False)
+    return total
+
+
+def try_rule(graph: Graph, rule: Rule, node: Node, on_fail: FailFn | None = None) -> bool:
+    """Matches ``rule`` at ``node`` and applies the first acceptable match."""
+    for m in match(rule.pattern, node.outputs[0]):
+        if rule.needs_exclusive and outside_use(graph, m):
+            if on_fail:
+                on_fail(rule, node, "an intermediate value is used outside the pattern")
+            continue
+        if rule.check is not None:
+            result = rule.check(m)
+            if not result:
+                if on_fail:
+                    on_fail(rule, node, getattr(result, "reason", "") or "check failed")
+                continue
+        if apply_match(graph, rule.rewrite, m, on_fail=lambda why: on_fail and on_fail(rule, node, why)):
+            return True
+    return False
+
+
+def outside_use(graph: Graph, m: Match) -> bool:
+    """True if a matched node other than the root feeds a node outside the match or a graph output."""
+    inside = {id(n) for n in m.nodes}
+    outs = {id(v) for v in graph.outputs}
+    for n in m.nodes:
+        if n is m.root:
+            continue
+        for o in n.outputs:
+            if id(o) in outs or any(id(user) not in inside for user, _ in o.uses):
+                return True
+    return False
+
+
+def apply_match(graph: Graph, rewrite: Pattern | RewriteFn, m: Match,
+                on_fail: Callable[[str], object] | None = None) -> bool:
+    """Builds the replacement of ``m`` before its root and rewires the uses; rolls back on any mismatch."""
+    root_out = m.root.outputs[0]
+    b = GraphBuilder(graph, insert_before=m.root, name_prefix=m.root.name or m.root.op)
+    try:
+        if isinstance(rewrite, Pattern):
+            out = instantiate(rewrite, m, b, like=root_out)
+        else:
+            out = rewrite(m, b)
+        repl = {} if out is None else ({root_out: out} if isinstance(out, Value) else dict(out))
+        why = _fix_types(repl, b) if repl else "the rewrite declined"
+    except (KernelError, KeyError, IndexError, ValueError) as e:
+        why = f"the replacement could not be built: {e}"
+    if not why:
+        why = _check_outputs(graph, repl, {id(n) for n in b.new_nodes})
+    if why:
+        for n in reversed(b.new_nodes):
+            graph.remove_node(n)
+        if on_fail:
+            on_fail(why)
+        return False
+    for old, new in repl.items():
+        replace_value(graph, old, new)
+    return True
+
+
+def _fix_types(repl: dict, b: GraphBuilder) -> str:
+    for old, new in list(repl.items()):
+        if new is old or new is None:
+            return "the rewrite returned the value it replaces"
+        if new.type.dtype != old.type.dtype:
+            return f"dtype changes from {old.type.dtype.name} to {new.type.dtype.name}"
+        if new.type.shape != old.type.shape:
+            try:
+                ok = broadcast_shapes(new.type.shape, old.type.shape) == old.type.shape
+            except KernelError:
+                ok = False
+            if not ok:
+                return f"shape changes from {list(old.type.shape)} to {list(new.type.shape)}"
+            shape = b.const(np.array(old.type.shape, dtype=np.int64))
+            repl[old] = b.node("Expand", new, shape).outputs[0]
+    return ""
+
+
+def _check_outputs(graph: Graph, repl: dict, fresh: set[int]) -> str:
+    for old, new in repl.items():
+        if any(o is old for o in graph.outputs):
+            if new.producer is None or id(new.producer) not in fresh or any(o is new for o in graph.outputs):
+                return f"graph output {old.name!r} would lose its producer"
+    return ""
+
+
+def replace_value(graph: Graph, old: Value, new: Value) -> None:
+    """Redirects every use of ``old`` to ``new``; a replaced graph output lends its name to ``new``."""
+    if any(o is old for o in graph.outputs):
+        old_name = old.name
+        old.name = new.name
+        new.name = old_name
+    graph.replace_all_uses(old, new)
