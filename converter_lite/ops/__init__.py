@@ -7,3 +7,4 @@ from .registry import OPS, OpDef, OpKind, KernelError, evaluate, evaluate_node, 
 from . import elementwise, reduce, nn, tensor, misc, graph_kernel  # noqa: F401  (registration side effects)
 from . import nn_conv, nn_pool, nn_norm, nn_resize, nn_space  # noqa: F401  (more NN ops)
 from . import tensor_index, tensor_create, tensor_pad, misc_quant, misc_random  # noqa: F401  (more tensor, misc ops)
+from . import fused_ops  # noqa: E402,F401  (ops created by the named pattern fusions)
