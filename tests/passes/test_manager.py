@@ -233,10 +233,15 @@ def test_stats_and_changes():
     assert [n.op for n in g.nodes][-1] == "TestRelu" and len(g.nodes) == 4
 
 
-def test_default_pipeline_runs_with_missing_passes():
+def test_default_pipeline_skips_passes_without_a_class(caplog):
+    caplog.set_level(logging.DEBUG, logger=LOG)
     g = mul_add_relu()
-    ctx = run_graph_kernel_optimizer(g, cfg("--opt_level=3"))
-    assert "changed/stage0_preprocess_0_empty_pass" in ctx.stats and len(g.nodes) == 3
+    manager = PassManager(DEFAULT_PIPELINE, {"empty_pass": EmptyPass})
+    ctx = run_graph_kernel_optimizer(g, cfg("--opt_level=3"), manager=manager)
+    assert [k for k in ctx.stats if k.startswith("changed/")] == ["changed/stage0_preprocess_0_empty_pass"]
+    assert len(g.nodes) == 3
+    skipped = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert any("stage7_build_0_graph_kernel_build" in m for m in skipped)
 
 
 # -- IR dumps ---------------------------------------------------------------------------------------------------
@@ -329,3 +334,9 @@ def test_graph_kernel_config_direct_construction_works_with_manager():
     g = mul_add_relu()
     ctx = run_graph_kernel_optimizer(g, GraphKernelConfig(opt_level=1), manager=PassManager(PIPE, REGISTRY))
     assert ctx.stats["touch"] == 1
+
+
+def test_every_registered_pass_has_a_pipeline_slot():
+    names = set(PassManager().pass_names())
+    missing = sorted(n for n in PASSES if n not in names)
+    assert not missing, f"registered passes that DEFAULT_PIPELINE never runs: {missing}"
