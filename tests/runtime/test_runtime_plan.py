@@ -5,7 +5,7 @@ import weakref
 
 import numpy as np
 import pytest
-from graphs import chain_graph, f32, fused_graph
+from runtime_graphs import chain_graph, f32, fused_graph
 
 from converter_lite.errors import RET_NOT_FIND_OP, RET_OP_EXECUTE_FAILURE, ConverterError
 from converter_lite.ir import DType, Graph, Node, TensorType, Value

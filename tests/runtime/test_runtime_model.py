@@ -8,7 +8,7 @@ import types
 
 import numpy as np
 import pytest
-from graphs import chain_graph, fused_graph, fused_reference
+from runtime_graphs import chain_graph, fused_graph, fused_reference
 
 from converter_lite.errors import RET_INPUT_PARAM_INVALID, ConverterError
 from converter_lite.model import save_model

@@ -1,0 +1,74 @@
+"""The ``benchmark`` command (SPEC §6): MindSpore's ``--key=value`` flags and output lines.
+
+The flow lives in benchmark_core.py; this module only parses flags.  The last line is
+``Run Benchmark <model> Success.`` (exit 0) or ``Run Benchmark <model> Failed : <code>`` (stderr, exit 1);
+user errors never print a traceback.
+"""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .benchmark_core import BenchmarkOptions, run_benchmark
+
+
+class _MsBool(click.ParamType):
+    """MindSpore's bool flag values: true/false (also on/off, 1/0)."""
+    name = "true|false"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, bool):
+            return value
+        v = str(value).strip().lower()
+        if v in ("true", "on", "1"):
+            return True
+        if v in ("false", "off", "0"):
+            return False
+        self.fail(f"{value!r} is not true or false", param, ctx)
+
+
+MS_BOOL = _MsBool()
+
+
+@click.command(name="benchmark", context_settings={"help_option_names": ["--help", "-h"]})
+@click.option("--modelFile", "model_file", metavar="PATH", help="The .ms model to run (required).")
+@click.option("--inDataFile", "in_data_file", metavar="a.bin,b.bin",
+              help="Input data: raw little-endian files (one per input, in input order), .npy files, or one "
+                   ".npz keyed by input name.  Default: random inputs (seeded).")
+@click.option("--inputShapes", "input_shapes", metavar="1,3,224,224:1,128",
+              help="Input shapes (dims by ',', inputs by ':'); must equal the model's static shapes.")
+@click.option("--loopCount", "loop_count", type=int, default=10, show_default=True, help="Timed runs (> 0).")
+@click.option("--warmUpLoopCount", "warm_up_loop_count", type=int, default=3, show_default=True,
+              help="Untimed warm-up runs.")
+@click.option("--numThreads", "num_threads", type=int, default=2, show_default=True, help="Threads (> 0).")
+@click.option("--benchmarkDataFile", "benchmark_data_file", metavar="PATH",
+              help="Calibration data (MindSpore text format or .npz): accuracy mode.")
+@click.option("--accuracyThreshold", "accuracy_threshold", type=float, default=0.5, show_default=True,
+              help="Maximum mean bias in percent.")
+@click.option("--compareModel", "compare_model", metavar="model.onnx",
+              help="Accuracy mode against onnxruntime running this ONNX model on the same inputs.")
+@click.option("--timeProfiling", "time_profiling", type=MS_BOOL, default="false", is_flag=False,
+              flag_value="true", show_default=True, help="Per-kernel and per-op-type time tables.")
+@click.option("--reportFile", "report_file", metavar="report.json", help="Write the whole result as JSON.")
+@click.option("--device", "device", default="CPU", show_default=True, help="Only CPU is supported.")
+@click.option("--cpuBindMode", "cpu_bind_mode", type=int, default=None,
+              help="Accepted for MindSpore compatibility and ignored.")
+@click.option("--modelType", "model_type", default="MindIR_Lite", show_default=True,
+              help="Accepted for MindSpore compatibility (the file format is detected).")
+@click.option("--benchmarkDataType", "benchmark_data_type", default="FLOAT", show_default=True,
+              type=click.Choice(["FLOAT", "INT32", "INT8", "UINT8"], case_sensitive=False),
+              help="Accepted for MindSpore compatibility (calibration values are read as numbers).")
+@click.option("--seed", "seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--native", "native", type=MS_BOOL, default="true", show_default=True,
+              help="false runs the numpy reference kernels even where native code is present.")
+def main(model_type, benchmark_data_type, **kw):
+    """Runs a converted .ms model: timing (default) or accuracy (--benchmarkDataFile / --compareModel)."""
+    opts = BenchmarkOptions(**kw, progress=sys.stderr.isatty())
+    status, _ = run_benchmark(opts, out=click.echo, err=lambda line: click.echo(line, err=True))
+    if status != 0:
+        sys.exit(1)
+
+
+if __name__ == "__main__":   # pragma: no cover
+    main()

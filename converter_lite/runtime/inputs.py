@@ -1,0 +1,157 @@
+"""Benchmark input data: random (seeded) inputs, input files (.bin raw / .npy / one .npz), --inputShapes.
+
+Random data follows MindSpore's benchmark where it is sensible: floats uniform in [0.1, 1.0) (positive, so Log,
+Sqrt and divisions stay finite), integers uniform in [0, 100) clipped to the dtype, bools uniform.  An integer
+input read as indices by Gather/GatherElements gets the indexed axis as its upper bound, and the model's
+metadata may override any input's range with ``"input_ranges": {"name": [low, high]}``.
+"""
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import RET_INPUT_PARAM_INVALID, ConverterError
+from ..ir.core import TensorType, Value
+from ..ir.dtype import DType
+
+FLOAT_RANGE = (0.1, 1.0)
+INT_RANGE = (0, 100)
+# op type -> index of the input that holds indices into input 0 along attrs["axis"] (default 0)
+INDEX_INPUTS = {"Gather": 1, "GatherElements": 1}
+
+
+def _bad(message: str) -> ConverterError:
+    return ConverterError(RET_INPUT_PARAM_INVALID, message)
+
+
+def random_inputs(model, seed: int = 0) -> dict[str, np.ndarray]:
+    """One reproducible random array per model input (see the module docstring for the ranges)."""
+    rng = np.random.default_rng(seed)
+    ranges = model.metadata.get("input_ranges") or {}
+    feeds = {}
+    for value in model.graph.inputs:
+        t: TensorType = value.type
+        low, high = ranges.get(value.name) or _default_range(value)
+        feeds[value.name] = random_array(rng, t, low, high)
+    return feeds
+
+
+def random_array(rng: np.random.Generator, t: TensorType, low: float, high: float) -> np.ndarray:
+    dt = t.dtype
+    if dt is DType.bool:
+        return rng.integers(0, 2, size=t.shape).astype(np.bool_)
+    if dt.is_float:
+        return rng.uniform(low, high, size=t.shape).astype(dt.np)
+    if dt is DType.string:
+        return np.array(rng.integers(0, 100, size=t.shape).astype(str), dtype=object)
+    info = np.iinfo(dt.np)
+    lo, hi = max(int(low), info.min), min(int(high), info.max + 1)
+    if hi <= lo:
+        hi = lo + 1
+    return rng.integers(lo, hi, size=t.shape, dtype=dt.np)
+
+
+def _default_range(value: Value) -> tuple[float, float]:
+    if value.type.dtype.is_float:
+        return FLOAT_RANGE
+    low, high = INT_RANGE
+    for node, i in value.uses:
+        if INDEX_INPUTS.get(node.op) == i and node.inputs[0] is not None and node.inputs[0].type is not None:
+            data_shape = node.inputs[0].type.shape
+            axis = node.attrs.get("axis", 0)
+            if data_shape and -len(data_shape) <= axis < len(data_shape):
+                high = min(high, max(int(data_shape[axis]), 1))
+    return low, high
+
+
+def read_input_files(model, paths: Sequence[str]) -> dict[str, np.ndarray]:
+    """Reads ``--inDataFile``: one raw little-endian file (any extension but .npy/.npz) or .npy file per input
+    in input order, or a single .npz keyed by input name.  Dtypes and sizes must match the model exactly."""
+    inputs: list[Value] = list(model.graph.inputs)
+    names = [v.name for v in inputs]
+    if len(paths) == 1 and paths[0].lower().endswith(".npz"):
+        return _read_npz(paths[0], inputs)
+    if any(p.lower().endswith(".npz") for p in paths):
+        raise _bad("--inDataFile: an .npz file must be the only input file (it holds every input by name)")
+    if len(paths) != len(inputs):
+        raise _bad(f"--inDataFile has {len(paths)} file(s) but the model has {len(inputs)} input(s): "
+                   f"{', '.join(names)}")
+    feeds = {}
+    for path, value in zip(paths, inputs):
+        if path.lower().endswith(".npy"):
+            feeds[value.name] = _check(np.load(path, allow_pickle=False), value, path)
+        else:
+            feeds[value.name] = _read_raw(path, value)
+    return feeds
+
+
+def _read_raw(path: str, value: Value) -> np.ndarray:
+    t = value.type
+    if t.dtype is DType.string:
+        raise _bad(f"input {value.name!r} is a string tensor; give it as .npy or .npz, not raw binary")
+    size = os.path.getsize(path)
+    if size != t.nbytes:
+        raise _bad(f"input file {path} has {size} bytes; input {value.name!r} ({t}) needs {t.nbytes} bytes of "
+                   f"raw little-endian {t.dtype.name}")
+    with open(path, "rb") as f:
+        data = f.read()
+    return np.frombuffer(data, dtype=t.dtype.np.newbyteorder("<")).astype(t.dtype.np, copy=False).reshape(t.shape)
+
+
+def _read_npz(path: str, inputs: list[Value]) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    names = [v.name for v in inputs]
+    if set(arrays) != set(names):
+        positional = [f"arr_{i}" for i in range(len(inputs))]
+        if sorted(arrays) == sorted(positional):       # np.savez(path, a, b): take them in input order
+            arrays = {v.name: arrays[k] for v, k in zip(inputs, positional)}
+        else:
+            missing = [n for n in names if n not in arrays]
+            extra = [k for k in arrays if k not in names]
+            raise _bad(f"--inDataFile {path}: keys must be the model's input names ({', '.join(names)}); "
+                       f"missing: {', '.join(missing) or '-'}; unknown: {', '.join(extra) or '-'}")
+    return {v.name: _check(arrays[v.name], v, path) for v in inputs}
+
+
+def _check(array: np.ndarray, value: Value, path: str) -> np.ndarray:
+    t = value.type
+    if t.dtype is DType.string:
+        ok = array.dtype.kind in "OUS"
+    else:
+        ok = array.dtype == t.dtype.np
+    if not ok:
+        raise _bad(f"input file {path}: input {value.name!r} needs dtype {t.dtype.name} ({t}), the file has "
+                   f"{array.dtype}")
+    if tuple(array.shape) != t.shape:
+        raise _bad(f"input file {path}: input {value.name!r} needs shape {list(t.shape)} ({t}), the file has "
+                   f"{list(array.shape)}")
+    return array
+
+
+def parse_input_shapes(spec: str) -> list[tuple[int, ...]]:
+    """MindSpore's ``--inputShapes``: dims separated by ``,``, inputs by ``:`` (``1,3,224,224:1,128``)."""
+    shapes = []
+    for part in spec.split(":"):
+        part = part.strip()
+        try:
+            shapes.append(tuple(int(d) for d in part.split(",")) if part else ())
+        except ValueError:
+            raise _bad(f"--inputShapes={spec}: {part!r} is not a comma-separated list of integers") from None
+    return shapes
+
+
+def check_input_shapes(model, spec: str) -> None:
+    """Shapes are static in a converted model: ``--inputShapes`` may only restate them."""
+    shapes = parse_input_shapes(spec)
+    inputs = list(model.graph.inputs)
+    if len(shapes) != len(inputs):
+        raise _bad(f"--inputShapes={spec} gives {len(shapes)} shape(s) but the model has {len(inputs)} input(s): "
+                   + ", ".join(f"{v.name} {list(v.type.shape)}" for v in inputs))
+    for shape, v in zip(shapes, inputs):
+        if shape != v.type.shape:
+            raise _bad(f"--inputShapes: input {v.name!r} has the static shape {','.join(map(str, v.type.shape))}, "
+                       f"not {','.join(map(str, shape))}; shapes are fixed at conversion "
+                       "(re-convert with converter_lite --inputShape to change them)")
