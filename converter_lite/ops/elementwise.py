@@ -21,14 +21,21 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from ..ir.core import Node, TensorType
 from ..ir.dtype import DType
-from .registry import (KernelError, OpKind, broadcast_shapes, infer_broadcast, infer_broadcast_bool, infer_same,
-                       reference)
+from .registry import (
+    KernelError,
+    OpKind,
+    broadcast_shapes,
+    infer_broadcast,
+    infer_broadcast_bool,
+    infer_same,
+    reference,
+)
 
 Array = np.ndarray
 

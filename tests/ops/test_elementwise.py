@@ -33,7 +33,7 @@ def _oracle(op, inputs, n_outputs, opset, const, attrs, fallback=F32):
     feeds = {k: v for k, v in inputs.items() if v is not None}
     try:
         return run_ort(single_op_model(op, inputs, n_outputs, opset, const, **attrs), feeds), False
-    except Exception as e:  # noqa: BLE001  (ORT raises its own exception types)
+    except Exception as e:  # ORT raises its own exception types
         if "NOT_IMPLEMENTED" not in str(e):
             raise
     cast = {k: (v if v is None or v.dtype == bool else v.astype(fallback)) for k, v in inputs.items()}
