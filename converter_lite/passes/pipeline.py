@@ -90,3 +90,4 @@ FUSION_SWITCH_ALIASES: dict[str, tuple[str, ...]] = {
 
 # -- pass modules (registration side effects); each engineer adds the import of their pass module here --------
 from . import empty  # noqa: F401
+from . import expand  # noqa: E402,F401  (graph_kernel_expander)
