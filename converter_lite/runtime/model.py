@@ -69,14 +69,15 @@ class Model:
     def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Runs the model.  ``feeds`` maps every input name to an array of the declared dtype and shape.
 
-        Returns the outputs by name, in graph-output order.  Raises ConverterError(-600) naming the input on a
+        Returns the outputs by name, in graph-output order; an output that would be a read-only view of the
+        model's constants is returned as a copy, so every output can be modified in place.  Raises ConverterError(-600) naming the input on a
         missing/unknown name or a dtype/shape mismatch, and ConverterError(-303) naming the node when a kernel
         fails.
         """
         inputs = self.check_feeds(feeds)
         with np.errstate(all="ignore"):        # ONNX semantics: inf/nan results are values, not warnings
             outs = self.plan.execute(inputs)
-        return dict(zip(self.output_names, outs))
+        return self._outputs(outs)
 
     def run_profiled(self, feeds: Mapping[str, Any], timings: list[float]) -> dict[str, np.ndarray]:
         """Like ``run``, and adds each top-level kernel's wall time (seconds) to ``timings[k]`` (one entry per
@@ -84,7 +85,10 @@ class Model:
         inputs = self.check_feeds(feeds)
         with np.errstate(all="ignore"):
             outs = self.plan.execute(inputs, timings)
-        return dict(zip(self.output_names, outs))
+        return self._outputs(outs)
+
+    def _outputs(self, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
+        return {name: a if a.flags.writeable else a.copy() for name, a in zip(self.output_names, arrays)}
 
     def check_feeds(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
         """Validates ``feeds`` and returns the arrays in graph-input order (see ``run``)."""
