@@ -83,7 +83,9 @@ def _conv_transpose_geometry(attrs: dict, x_shape, w_shape) -> tuple[int, Window
     wanted = attrs.get("output_shape")
     if wanted is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         if wanted is not None:
-            out = tuple(int(v) for v in wanted)[-n:]
+            out = tuple(int(v) for v in wanted)
+            if len(out) != n:
+                raise KernelError(f"{op}: output_shape {list(out)} must have {n} (spatial) entries")
         else:
             out = tuple(i * s for i, s in zip(spatial, strides))
         total = [max(0, f - o) for f, o in zip(full, out)]

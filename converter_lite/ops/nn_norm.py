@@ -13,8 +13,10 @@
 * ``LRN``: ``Y = X / (bias + alpha / size * sum_{c'} X[c']^2) ** beta`` over channels
   ``c - floor((size - 1) / 2) .. c + ceil((size - 1) / 2)``.
 
-Statistics are computed in float32 for float16 inputs (float32/float64 in their own type); variance is the
-population variance ``mean((X - mean)^2)``.
+Statistics are computed in float32 for float16 inputs and in float32/float64 for those types, except that
+GroupNormalization with ``stash_type=1`` normalizes float64 in float32 (its ONNX function body, which
+onnxruntime runs); LayerNormalization/RMSNormalization keep float64 (onnxruntime's kernels do).  Variance is
+the population variance ``mean((X - mean)^2)``.
 """
 from __future__ import annotations
 
@@ -91,18 +93,29 @@ def layer_normalization(attrs, x, scale, b=None):
     return y.astype(x.dtype, copy=False), mean.astype(sdt, copy=False), inv.astype(sdt, copy=False)
 
 
-@reference("GroupNormalization", infer=infer_same)
-def group_normalization(attrs, x, scale, bias):
-    _check_rank("GroupNormalization", x, 2)
+def _group_count(attrs: dict, shape) -> int:
     groups = int(attrs.get("num_groups", 0))
+    if len(shape) < 2 or groups < 1 or shape[1] % groups:
+        raise KernelError(f"GroupNormalization: num_groups {groups} does not divide the channels of {list(shape)}")
+    return groups
+
+
+def _infer_group_norm(node: Node) -> list[TensorType]:
+    _group_count(node.attrs, node.inputs[0].type.shape)
+    return [node.inputs[0].type]
+
+
+@reference("GroupNormalization", infer=_infer_group_norm)
+def group_normalization(attrs, x, scale, bias):
+    groups = _group_count(attrs, x.shape)
     n, c = x.shape[:2]
-    if groups < 1 or c % groups:
-        raise KernelError(f"GroupNormalization: num_groups {groups} does not divide {c} channels")
     ct = compute_dtype(x.dtype)
-    xg = x.astype(ct, copy=False).reshape((n, groups, -1))
+    # stash_type=1 normalizes in float32 whatever X is (the ONNX function body; onnxruntime does the same)
+    st = np.dtype(np.float32) if attrs.get("stash_type", 1) == 1 else ct
+    xg = x.astype(st, copy=False).reshape((n, groups, c // groups * int(np.prod(x.shape[2:]))))
     mean, var = _moments(xg, (2,))
-    eps = np.asarray(float(attrs.get("epsilon", 1e-5)), ct)
-    y = ((xg - mean) / np.sqrt(var + eps)).reshape(x.shape)
+    eps = np.asarray(float(attrs.get("epsilon", 1e-5)), st)
+    y = ((xg - mean) / np.sqrt(var + eps)).reshape(x.shape).astype(ct)
     return (y * _channel(scale, x.ndim, ct) + _channel(bias, x.ndim, ct)).astype(x.dtype, copy=False)
 
 

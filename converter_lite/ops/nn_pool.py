@@ -16,7 +16,7 @@ import numpy as np
 
 from ..ir.core import Node, TensorType
 from ..ir.dtype import DType
-from .nn_window import Window, compute_dtype, resolve_window, windows
+from .nn_window import Window, compute_dtype, prod, resolve_window, windows
 from .registry import KernelError, reference
 
 
@@ -47,7 +47,7 @@ def max_pool(attrs, x):
     win = _pool_geometry("MaxPool", attrs, x.shape)
     n_sp = len(win.out)
     v = windows(x, win, _lowest(x.dtype))                            # N, C, O..., K...
-    flat = v.reshape(v.shape[:2 + n_sp] + (-1,))
+    flat = v.reshape(v.shape[:2 + n_sp] + (prod(win.kernel),))
     arg = flat.argmax(axis=-1)
     y = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
     # window tap -> input coordinate on each spatial axis

@@ -18,7 +18,8 @@ filter: ``out = sum_t w[x, t] * in[idx[x, t]]``:
   its weights normalized to sum 1 (onnxruntime's PIL-style resampler); out-of-range taps repeat the edge or,
   with ``exclude_outside=1``, are dropped.
 
-Integer inputs are rounded to nearest and saturated.
+Integer results are truncated toward zero (rounded half away from zero with antialias) and saturated,
+as onnxruntime does.
 """
 from __future__ import annotations
 
@@ -35,8 +36,20 @@ def _optional(v, dtype) -> np.ndarray | None:
     return None if v is None or np.asarray(v).size == 0 else np.asarray(v).astype(dtype).reshape(-1)
 
 
+CHOICES = {
+    "mode": ("nearest", "linear", "cubic"),
+    "coordinate_transformation_mode": ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
+                                       "align_corners", "asymmetric", "tf_crop_and_resize"),
+    "nearest_mode": ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"),
+    "keep_aspect_ratio_policy": ("stretch", "not_larger", "not_smaller"),
+}
+
+
 def resize_geometry(attrs: dict, shape, roi, scales, sizes):
     """Returns ``(out_shape, scale per axis (float32), roi start per axis, roi end per axis)``."""
+    for key, allowed in CHOICES.items():
+        if attrs.get(key, allowed[0]) not in allowed:
+            raise KernelError(f"Resize: {key} {attrs[key]!r} is not one of {allowed}")
     r = len(shape)
     axes = [normalize_axis(int(a), r, "Resize axis") for a in attrs.get("axes", range(r))]
     scales, sizes = _optional(scales, F32), _optional(sizes, np.int64)
@@ -185,6 +198,8 @@ def resize(attrs, x, roi=None, scales=None, sizes=None):
     if outside.any():
         y = np.where(outside, ct.type(attrs.get("extrapolation_value", 0.0)), y)
     if x.dtype.kind in "iu":
+        # onnxruntime: the antialias resampler rounds half away from zero, the plain ones truncate
+        y = np.trunc(y + np.copysign(0.5, y)) if attrs.get("antialias", 0) else np.trunc(y)
         info = np.iinfo(x.dtype)
-        y = np.clip(np.rint(y), info.min, info.max)
+        y = np.clip(y, info.min, info.max)
     return np.ascontiguousarray(y, dtype=x.dtype)

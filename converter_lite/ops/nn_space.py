@@ -100,7 +100,7 @@ def affine_grid(attrs, theta, size):
     axes = []
     for s in reversed(spatial):               # x first: component 0 runs along the last spatial dim
         if attrs.get("align_corners", 0):
-            axes.append(np.linspace(-1.0, 1.0, s, dtype=ct) if s > 1 else np.zeros(1, ct))
+            axes.append(np.linspace(-1.0, 1.0, s, dtype=ct))
         else:
             axes.append(((np.arange(s, dtype=ct) * 2 + 1) / s - 1).astype(ct))
     mesh = np.meshgrid(*reversed(axes), indexing="ij")          # each of shape spatial
