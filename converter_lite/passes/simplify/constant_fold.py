@@ -75,9 +75,12 @@ def _fold(node: Node) -> list[np.ndarray] | None:
     return outs
 
 
-def fold_constants(graph: Graph, *, shapes: bool = False,
-                   only: Callable[[Node], bool] | None = None) -> int:
-    """Folds constant sub-expressions of ``graph`` (not its sub-graphs); returns the number of nodes folded."""
+def fold_constants(graph: Graph, *, shapes: bool = False, only: Callable[[Node], bool] | None = None,
+                   created: set[int] | None = None) -> int:
+    """Folds constant sub-expressions of ``graph`` (not its sub-graphs); returns the number of nodes folded.
+
+    ``created``, if given, receives the ids of the constant values made (so a caller can follow them).
+    """
     outputs = {id(v) for v in graph.outputs}
     folded: set[int] = set()
     for node in graph.nodes:
@@ -95,7 +98,10 @@ def fold_constants(graph: Graph, *, shapes: bool = False,
             arr = np.asarray(arr)
             if o.type is not None and arr.dtype != o.type.dtype.np:
                 arr = arr.astype(o.type.dtype.np)
-            graph.replace_all_uses(o, Value(o.name, const=arr))
+            c = Value(o.name, const=arr)
+            graph.replace_all_uses(o, c)
+            if created is not None:
+                created.add(id(c))
         node.detach()
         folded.add(id(node))
     if folded:

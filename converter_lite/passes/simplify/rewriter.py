@@ -7,9 +7,11 @@ nothing changes.  Guarantees of every applied rewrite:
 
 1. It is skipped when an intermediate matched node is used outside the match (MindSpore ``OutsideRely``),
    unless the rule says its rewrite also covers those uses (``exclusive=False``).
-2. The replacement has the replaced value's dtype; a smaller, broadcastable shape gets an ``Expand``.  Any
+2. A rewrite may replace several values (it returns ``{old: new}``), e.g. an intermediate that also has
+   outside users (named in ``shared``); the node order is then re-sorted.
+3. The replacement has the replaced value's dtype; a smaller, broadcastable shape gets an ``Expand``.  Any
    other mismatch, or a builder error, rolls the rewrite back (the graph is left exactly as it was).
-3. Graph outputs keep their names: a graph output is only replaced by a freshly built value, which is
+4. Graph outputs keep their names: a graph output is only replaced by a freshly built value, which is
    renamed to the output's name; otherwise the rewrite is rolled back.
 """
 from __future__ import annotations
@@ -38,6 +40,7 @@ class Rule:
     rewrite: Pattern | RewriteFn
     check: Callable[[Match], MatchResult | bool] | None = None
     exclusive: bool | None = None     # None: intermediates must be exclusive unless the rewrite is a bare Var
+    shared: tuple[str, ...] = ()      # bound nodes whose outputs may have outside uses (the rewrite covers them)
 
     @property
     def needs_exclusive(self) -> bool:
@@ -86,7 +89,7 @@ def apply_rules(graph: Graph, rules: Iterable[Rule], max_rounds: int = MAX_ROUND
 def try_rule(graph: Graph, rule: Rule, node: Node, on_fail: FailFn | None = None) -> bool:
     """Matches ``rule`` at ``node`` and applies the first acceptable match."""
     for m in match(rule.pattern, node.outputs[0]):
-        if rule.needs_exclusive and outside_use(graph, m):
+        if rule.needs_exclusive and outside_use(graph, m, rule.shared):
             if on_fail:
                 on_fail(rule, node, "an intermediate value is used outside the pattern")
             continue
@@ -101,12 +104,14 @@ def try_rule(graph: Graph, rule: Rule, node: Node, on_fail: FailFn | None = None
     return False
 
 
-def outside_use(graph: Graph, m: Match) -> bool:
-    """True if a matched node other than the root feeds a node outside the match or a graph output."""
+def outside_use(graph: Graph, m: Match, shared: tuple[str, ...] = ()) -> bool:
+    """True if a matched node other than the root (and the ``shared`` bound nodes) feeds a node outside the
+    match or a graph output."""
     inside = {id(n) for n in m.nodes}
     outs = {id(v) for v in graph.outputs}
+    skip = {id(m.root)} | {id(m.named[name]) for name in shared if name in m.named}
     for n in m.nodes:
-        if n is m.root:
+        if id(n) in skip:
             continue
         for o in n.outputs:
             if id(o) in outs or any(id(user) not in inside for user, _ in o.uses):
@@ -138,6 +143,8 @@ def apply_match(graph: Graph, rewrite: Pattern | RewriteFn, m: Match,
         return False
     for old, new in repl.items():
         replace_value(graph, old, new)
+    if any(old is not root_out for old in repl):
+        graph.toposort()      # users of a replaced intermediate may sit before the new nodes
     return True
 
 
