@@ -26,8 +26,8 @@ def _conv_attrs(attrs) -> dict:
 
 def _conv_shape(node, x: Value, w: Value) -> tuple[int, ...]:
     """Output shape of the float Conv with the same geometry (the registered Conv inference)."""
-    probe = Node("Conv", [Value("x", TensorType(DType.float32, x.shape)), Value("w", TensorType(DType.float32, w.shape))],
-                 [Value("y")], _conv_attrs(node.attrs), name=node.name)
+    ins = [Value("x", TensorType(DType.float32, x.shape)), Value("w", TensorType(DType.float32, w.shape))]
+    probe = Node("Conv", ins, [Value("y")], _conv_attrs(node.attrs), name=node.name)
     return OPS["Conv"].infer(probe)[0].shape
 
 
@@ -91,8 +91,8 @@ def qlinear_conv(attrs, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_sc
 # -- QLinearMatMul ---------------------------------------------------------------------------------------------
 def _qlinear_matmul_infer(node):
     a, b = node.inputs[0].type, node.inputs[3].type
-    probe = Node("MatMul", [Value("a", TensorType(DType.float32, a.shape)), Value("b", TensorType(DType.float32, b.shape))],
-                 [Value("y")], {}, name=node.name)
+    ins = [Value("a", TensorType(DType.float32, a.shape)), Value("b", TensorType(DType.float32, b.shape))]
+    probe = Node("MatMul", ins, [Value("y")], {}, name=node.name)
     zp = node.inputs[7] if len(node.inputs) > 7 else None
     return [TensorType(DType.uint8 if zp is None else zp.dtype, OPS["MatMul"].infer(probe)[0].shape)]
 

@@ -117,9 +117,7 @@ def _recurrence(op: str, attrs, x, w, r, b, seq_lens, h0, c0, p):
         rw, rb = r[d].astype(f64), b[d, g * hidden:]
         pi, po, pf = np.split(p[d], 3)
         h, c = h_all[d], c_all[d]
-        fa = acts[d]
-
-        def act(k, v, clipped=True):
+        def act(k, v, clipped=True, fa=acts[d]):
             return fa[k](np.clip(v, -clip, clip) if clip is not None and clipped else v)
 
         for s in range(seq):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.core import TensorType
-from .registry import KernelError, OpKind, infer_same, normalize_axis, reference
+from .registry import KernelError, infer_same, normalize_axis, reference
 from .tensor import as_ints, const_input, same_dtype
 
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from test_tensor import data
 from test_tensor_harness import check, check_rejects
 

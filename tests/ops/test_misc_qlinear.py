@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from helpers import OPSET, run_ort, single_op_model
 from test_tensor_harness import check, check_infer, ours
 

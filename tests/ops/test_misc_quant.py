@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from converter_lite.ir.dtype import DType
 from test_tensor import data
 from test_tensor_harness import check, check_rejects
+
+from converter_lite.ir.dtype import DType
 
 QTYPES = [np.uint8, np.int8, np.uint16, np.int16]
 

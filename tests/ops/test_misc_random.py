@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from converter_lite.ir.dtype import DType
-from converter_lite.ops.registry import OPS
 from helpers import run_ort, single_op_model
 from test_tensor import data
 from test_tensor_harness import check_infer, ours
+
+from converter_lite.ir.dtype import DType
+from converter_lite.ops.registry import OPS
 
 F32, F16, F64 = int(DType.float32), int(DType.float16), int(DType.float64)
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from test_tensor_harness import check, check_infer, check_rejects, ours
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -20,8 +19,8 @@ def rnn_inputs(op, seq=4, batch=3, inp=5, hidden=6, nd=1, layout=0, bias=True, l
 
     x = r(seq, batch, inp) if layout == 0 else r(batch, seq, inp)
     state = (nd, batch, hidden) if layout == 0 else (batch, nd, hidden)
-    ins = {"x": x, "w": r(nd, g * hidden, inp), "r": r(nd, g * hidden, hidden), "b": r(nd, 2 * g * hidden) if bias else None,
-           "sl": None if lens is None else np.array(lens, np.int32), "h0": r(*state) if init else None}
+    ins = {"x": x, "w": r(nd, g * hidden, inp), "r": r(nd, g * hidden, hidden),
+           "b": r(nd, 2 * g * hidden) if bias else None, "sl": None if lens is None else np.array(lens, np.int32), "h0": r(*state) if init else None}
     if op == "LSTM":
         ins["c0"] = r(*state) if init else None
         ins["p"] = r(nd, 3 * hidden) if peep else None

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from test_tensor_harness import check, check_rejects, ours
 
 DTYPES = [np.float32, np.int64, np.bool_, np.float16]

@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import onnx.numpy_helper as onh
 import pytest
+from helpers import OPSET, assert_close, run_ort, single_op_model
 
 import converter_lite.ops  # noqa: F401  (registers every op)
 from converter_lite.ir.core import Node, TensorType, Value
 from converter_lite.ops.registry import OPS, KernelError, evaluate, infer_types
-from helpers import OPSET, assert_close, run_ort, single_op_model
 
 
 def ir_attr(v):
@@ -45,7 +45,8 @@ def check_infer(op, inputs: dict, outs, const=(), **attrs) -> None:
 
 
 def _strip_trailing_none(inputs: dict) -> dict:
-    """Inputs as arrays; omitted trailing optional inputs are left out of the node (onnxruntime rejects a trailing '')."""
+    """Inputs as arrays; omitted trailing optional inputs are left out of the node (onnxruntime rejects a
+    trailing '')."""
     items = [(k, None if v is None else np.asarray(v)) for k, v in inputs.items()]
     while items and items[-1][1] is None:
         items.pop()
