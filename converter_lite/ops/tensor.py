@@ -136,9 +136,11 @@ def transpose(attrs, x):
 
 # -- Squeeze / Unsqueeze -------------------------------------------------------------------------------------
 def squeeze_shape(in_shape, axes) -> tuple[int, ...]:
-    if axes is None:
+    """Drops the listed unit axes; without axes (or with an empty list, as onnxruntime) every unit axis."""
+    axes = [] if axes is None else as_ints(axes, "Squeeze axes")
+    if not axes:
         return tuple(d for d in in_shape if d != 1)
-    axes = norm_axes(as_ints(axes, "Squeeze axes"), len(in_shape), "Squeeze axes")
+    axes = norm_axes(axes, len(in_shape), "Squeeze axes")
     for a in axes:
         if in_shape[a] != 1:
             raise KernelError(f"Squeeze axis {a} has size {in_shape[a]}, not 1")

@@ -73,6 +73,10 @@ def test_squeeze(shape, axes, dtype):
     check("Squeeze", inputs, const=("a",))
 
 
+def test_squeeze_empty_axes_squeezes_every_unit_axis():
+    check("Squeeze", {"x": data((1, 3, 1)), "a": np.zeros(0, np.int64)}, const=("a",))
+
+
 def test_squeeze_rejects_non_unit_axis():
     check_rejects("Squeeze", {"x": data((1, 3)), "a": i64(1)}, const=("a",))
 
