@@ -1,0 +1,141 @@
+"""The C ABI of a native kernel and its entry point.
+
+    void <symbol>(void **args, int64_t num_threads);
+
+``args`` holds the data pointers of the kernel's inputs then its outputs, in the order of the sub-graph's
+inputs and outputs; every buffer is C-contiguous with the static dtype and shape recorded in the KernelSpec
+(native/target.json).  Outputs must not overlap inputs.  ``num_threads`` <= 1 runs on the calling thread;
+above that, a kernel compiled as parallel (enough work, see ``lower_kernel``) runs its stages on libgomp's
+thread team (``GOMP_parallel``, a few microseconds per call), splitting each stage's partition axis.
+Temporaries (reduction results) live on the stack when small, else in malloc'ed memory freed before return.
+
+Symbols are ``cl_<kernel name with non-identifier characters replaced by _>`` so they never collide with libc.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from ..ir.core import Graph
+from .lower import KernelPlan, lower_stages, plan_kernel
+from .types import BYTE_PTR, BYTE_PTR_PTR, I32, I64, VOID
+
+STACK_TEMP_LIMIT = 64 * 1024          # temporaries up to this size are stack allocated
+TEMP_ALIGN = 64
+
+
+def symbol_for(name: str) -> str:
+    return "cl_" + re.sub(r"[^0-9A-Za-z_]", "_", name)
+
+
+@dataclass
+class KernelSpec:
+    """What the runtime needs to call a kernel: its symbol and argument dtypes/shapes."""
+    name: str
+    symbol: str
+    inputs: list[tuple[str, tuple[int, ...]]]
+    outputs: list[tuple[str, tuple[int, ...]]]
+    parallel: bool
+
+    @property
+    def num_args(self) -> int:
+        return len(self.inputs) + len(self.outputs)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "symbol": self.symbol, "num_args": self.num_args, "parallel": self.parallel,
+                "inputs": [{"dtype": d, "shape": list(s)} for d, s in self.inputs],
+                "outputs": [{"dtype": d, "shape": list(s)} for d, s in self.outputs]}
+
+
+def kernel_spec(name: str, graph: Graph, parallel: bool) -> KernelSpec:
+    return KernelSpec(name, symbol_for(name), [(v.dtype.name, tuple(v.shape)) for v in graph.inputs],
+                      [(v.dtype.name, tuple(v.shape)) for v in graph.outputs], parallel)
+
+
+def is_parallel(plan: KernelPlan, threads: int, threshold: int) -> bool:
+    """Multi-threaded only when there is enough work to pay the ~1.3 us team dispatch."""
+    return threads > 1 and plan.work >= threshold and any(s.part_extent > 1 for s in plan.stages)
+
+
+def lower_kernel(graph: Graph, sym: str, parallel: bool | None = None, *, threads: int = 2,
+                 threshold: int = 1 << 15, kernel: str = "") -> tuple[ir.Module, bool]:
+    """The module defining ``void sym(void** args, int64 nthreads)`` for ``graph``; returns (module,
+    parallel).  ``parallel=None`` decides by ``is_parallel(plan, threads, threshold)``."""
+    module = ir.Module(name=sym)
+    plan = plan_kernel(graph)
+    if parallel is None:
+        parallel = is_parallel(plan, threads, threshold)
+    run = lower_stages(module, plan, sym, parallel, kernel)
+    entry = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR_PTR, I64]), sym)
+    args, nthreads = entry.args
+    b = ir.IRBuilder(entry.append_basic_block("entry"))
+    n_io = len(graph.inputs) + len(graph.outputs)
+    temps = plan.temps
+    heap = []
+    if temps:
+        bufs = b.alloca(ir.ArrayType(BYTE_PTR, len(plan.buffers)))
+        bufs = b.bitcast(bufs, BYTE_PTR_PTR)
+        for i in range(n_io):
+            b.store(b.load(b.gep(args, [ir.Constant(I64, i)])), b.gep(bufs, [ir.Constant(I64, i)]))
+        malloc = ir.Function(module, ir.FunctionType(BYTE_PTR, [I64]), "malloc")
+        for t in temps:
+            nbytes = max(t.nbytes, 1)
+            if nbytes <= STACK_TEMP_LIMIT:
+                mem = b.alloca(ir.ArrayType(ir.IntType(8), nbytes))
+                mem.align = TEMP_ALIGN
+                p = b.bitcast(mem, BYTE_PTR)
+            else:
+                p = b.call(malloc, [ir.Constant(I64, nbytes)])
+                heap.append(p)
+            b.store(p, b.gep(bufs, [ir.Constant(I64, t.slot)]))
+    else:
+        bufs = args
+    zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
+    if parallel:
+        omp = _omp_outline(module, sym, run)
+        gomp_parallel = ir.Function(module, ir.FunctionType(VOID, [omp.type, BYTE_PTR, I32, I32]), "GOMP_parallel")
+        with b.if_else(b.icmp_signed(">", nthreads, one)) as (then, otherwise):
+            with then:
+                b.call(gomp_parallel, [omp, b.bitcast(bufs, BYTE_PTR), b.trunc(nthreads, I32), ir.Constant(I32, 0)])
+            with otherwise:
+                b.call(run, [bufs, zero, one])
+    else:
+        b.call(run, [bufs, zero, one])
+    if heap:
+        free = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR]), "free")
+        for p in heap:
+            b.call(free, [p])
+    b.ret_void()
+    return module, parallel
+
+
+def _omp_outline(module: ir.Module, sym: str, run: ir.Function) -> ir.Function:
+    """``void sym.omp(void* bufs)``: the body each thread of the team runs."""
+    fn = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR]), f"{sym}.omp")
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    get_num = ir.Function(module, ir.FunctionType(I32, []), "omp_get_thread_num")
+    get_team = ir.Function(module, ir.FunctionType(I32, []), "omp_get_num_threads")
+    tid = b.sext(b.call(get_num, []), I64)
+    nt = b.sext(b.call(get_team, []), I64)
+    b.call(run, [b.bitcast(fn.args[0], BYTE_PTR_PTR), tid, nt])
+    b.ret_void()
+    return fn
+
+
+def export_wrappers(exports: list[tuple[str, str]]) -> ir.Module:
+    """A module of ``void symbol(void**, int64) { tail call canonical(...) }`` for (symbol, canonical) pairs:
+    kernels with identical bodies share one compiled function."""
+    module = ir.Module(name="exports")
+    fnty = ir.FunctionType(VOID, [BYTE_PTR_PTR, I64])
+    declared: dict[str, ir.Function] = {}
+    for symbol, canon in exports:
+        target = declared.get(canon) or ir.Function(module, fnty, canon)
+        declared[canon] = target
+        fn = ir.Function(module, fnty, symbol)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        b.call(target, list(fn.args), tail=True)
+        b.ret_void()
+    return module

@@ -1,0 +1,148 @@
+"""build_kernels: fused sub-graphs -> one shared object plus its IR and target fingerprint (a NativeBundle).
+
+1. Each kernel is lowered (abi.lower_kernel) under a placeholder name; the IR text, with the target triple,
+   CPU, features and tool versions, is hashed.  The hash names the kernel's function (``clk_<hash>``), so
+   identical kernels (same sub-graph, shapes, dtypes, target) are compiled once per model and found again in
+   the on-disk cache (cache.py) by later conversions.
+2. A small module exports each kernel's symbol (abi.symbol_for) as a tail call to its function.
+3. The objects are linked with ``cc -shared`` (link.py).  The whole bundle is cached too, keyed by the kernel
+   hashes, so converting the same model again skips compiling and linking.
+
+Sections of the bundle: ``native/lib.so``, ``native/kernels.ll`` (the unoptimized IR of every kernel and the
+exports, one module: what a loader rebuilds from when its CPU lacks the recorded features) and
+``native/target.json`` (triple, CPU, features, versions, and per kernel its symbol and argument dtypes/shapes).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+import llvmlite.binding as llvm
+
+from ..ir.core import Graph
+from .abi import KernelSpec, export_wrappers, kernel_spec, lower_kernel, symbol_for
+from .cache import KernelCache, content_key, default_cache_dir
+from .errors import UnsupportedOpError
+from .library import KernelLibrary, TargetSpec, resolve_target
+from .link import link_shared
+from .lower import check_supported
+
+CODEGEN_VERSION = "1"
+PLACEHOLDER = "__cl_kernel__"
+PARALLEL_THRESHOLD = 1 << 15       # elements of work below which a kernel stays single-threaded
+
+SECTION_SO = "native/lib.so"
+SECTION_LL = "native/kernels.ll"
+SECTION_TARGET = "native/target.json"
+
+
+@dataclass
+class NativeBundle:
+    sections: dict[str, bytes]
+    specs: dict[str, KernelSpec]
+    skipped: dict[str, str] = field(default_factory=dict)       # kernel name -> why it stays interpreted
+    stats: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def target(self) -> dict:
+        return json.loads(self.sections[SECTION_TARGET])
+
+
+def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, cache_dir: str | None = None,
+                  num_threads_hint: int = 2, *, parallel_threshold: int = PARALLEL_THRESHOLD,
+                  on_unsupported: str = "raise", cc: str = "cc") -> NativeBundle:
+    """Compiles ``kernels`` = [(name, sub-graph)] into one NativeBundle.
+
+    Args:
+        target: graph-kernel flags ``cpu_arch``/``cpu_type``/``cpu_feature``; empty = the host CPU.
+        cache_dir: on-disk kernel cache; None = ``~/.cache/converter_lite/kernels``, "" = no cache.
+        num_threads_hint: <= 1 compiles every kernel single-threaded (no libgomp dependency).
+        parallel_threshold: kernels with less work (elements of the largest stage) stay single-threaded.
+        on_unsupported: "raise" -> UnsupportedOpError naming the op; "skip" -> leave the kernel out and say
+            why in ``bundle.skipped``.
+    """
+    t0 = time.perf_counter()
+    tspec = resolve_target(target, cc)
+    cache = KernelCache(default_cache_dir() if cache_dir is None else (cache_dir or None))
+    fingerprint = json.dumps(tspec.fingerprint(), sort_keys=True)
+    texts: dict[str, str] = {}
+    exports: list[tuple[str, str]] = []
+    specs: dict[str, KernelSpec] = {}
+    skipped: dict[str, str] = {}
+    for name, graph in kernels:
+        if name in specs:
+            raise ValueError(f"kernel name {name!r} used twice")
+        try:
+            check_supported(graph, name)
+            module, parallel = lower_kernel(graph, PLACEHOLDER, threads=num_threads_hint,
+                                            threshold=parallel_threshold, kernel=name)
+        except UnsupportedOpError as e:
+            if on_unsupported != "skip":
+                raise
+            skipped[name] = e.message
+            continue
+        module.triple = tspec.triple
+        text = str(module)
+        key = content_key(CODEGEN_VERSION, fingerprint, text)
+        canon = "clk_" + key[:32]
+        texts.setdefault(key, text.replace(PLACEHOLDER, canon))
+        exports.append((symbol_for(name), canon))
+        specs[name] = kernel_spec(name, graph, parallel)
+    t_lower = time.perf_counter()
+    exports_ir = str(export_wrappers(exports))
+    bundle_key = content_key(CODEGEN_VERSION, fingerprint, exports_ir, *sorted(texts))
+    so = cache.get(bundle_key, ".so")
+    ll = cache.get(bundle_key, ".ll")
+    compiled = 0
+    if so is None or ll is None:
+        lib = KernelLibrary(tspec)
+        objects = []
+        for key, text in texts.items():
+            obj = cache.get(key, ".o")
+            if obj is None:
+                obj = lib.compile(text)
+                compiled += 1
+                cache.put(key, ".o", obj)
+            objects.append(obj)
+        objects.append(lib.compile(exports_ir))
+        so = link_shared(objects, openmp=any(s.parallel for s in specs.values()), cc=cc)
+        ll = _merged_ir(lib, list(texts.values()) + [exports_ir]).encode()
+        cache.put(bundle_key, ".so", so)
+        cache.put(bundle_key, ".ll", ll)
+    meta = dict(tspec.fingerprint(), codegen_version=CODEGEN_VERSION,
+                openmp=any(s.parallel for s in specs.values()),
+                kernels=[s.to_json() for s in specs.values()])
+    sections = {SECTION_SO: so, SECTION_LL: ll, SECTION_TARGET: json.dumps(meta, indent=1).encode()}
+    t_end = time.perf_counter()
+    stats = {"kernels": len(specs), "unique_kernels": len(texts), "compiled": compiled,
+             "cache_hits": cache.hits, "lower_s": t_lower - t0, "total_s": t_end - t0}
+    return NativeBundle(sections, specs, skipped, stats)
+
+
+def _merged_ir(lib: KernelLibrary, texts: list[str]) -> str:
+    """All modules linked into one (unoptimized) module's text."""
+    mods = [lib.parse(t) for t in texts]
+    main = mods[0]
+    for m in mods[1:]:
+        main.link_in(m)
+    return str(main)
+
+
+def kernel_assembly(graph: Graph, target: dict | None = None, name: str = "kernel", num_threads_hint: int = 2,
+                    parallel_threshold: int = PARALLEL_THRESHOLD) -> tuple[str, str]:
+    """(LLVM IR, optimized assembly) of one kernel, for dumps (``dump_as_text``) and inspection."""
+    tspec = resolve_target(target)
+    check_supported(graph, name)
+    module, _ = lower_kernel(graph, symbol_for(name), threads=num_threads_hint, threshold=parallel_threshold,
+                             kernel=name)
+    module.triple = tspec.triple
+    text = str(module)
+    return text, KernelLibrary(tspec).assembly(text)
+
+
+def host_target() -> TargetSpec:
+    return resolve_target(None)
+
+
+__all__ = ["NativeBundle", "build_kernels", "kernel_assembly", "llvm"]

@@ -1,0 +1,263 @@
+"""Index maps: where an element of an index-map op's output comes from, without materializing anything.
+
+An ``Index`` names one element of a tensor of a static shape, by its coordinates, by its row-major linear
+offset, or both; whichever is missing is computed on demand (coordinates from a linear offset by div/mod by
+constants, a linear offset from coordinates by multiply-add).  Elementwise chains over same-shape tensors keep
+the linear offset of the flat loop all the way to the loads (so LLVM sees unit-stride accesses and vectorizes);
+broadcasts, transposes and slices work on coordinates, which are affine in the loop variables of a loop nest.
+
+INDEX_MAPS: op type -> ``fn(em, node, value, index) -> scalar``; each maps the output index to its input's index
+and asks the emitter ``em`` for the input element there:
+
+    Reshape/Flatten/Squeeze/Unsqueeze   same linear offset (coordinates kept when only size-1 dims change)
+    Expand                              numpy broadcasting: size-1 input dims read coordinate 0
+    Transpose(perm)                     in[perm[i]] = out[i]
+    Slice(starts, ends, axes, steps)    in[a] = start[a] + out[a] * step[a]      (numpy slicing clamps)
+    Concat(axis), Split(axis, split)    the input whose range along ``axis`` holds the coordinate
+    Tile(repeats)                       in[a] = out[a] mod in_dim[a]
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+from llvmlite import ir
+
+from ..ir.core import Node, Value
+from .types import I64
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _ckey(v: ir.Value):
+    return ("k", v.constant) if isinstance(v, ir.Constant) else id(v)
+
+
+class Index:
+    """One element of a tensor of ``shape``; see the module docstring."""
+
+    __slots__ = ("b", "shape", "_coords", "_linear")
+
+    def __init__(self, b: ir.IRBuilder, shape: Sequence[int], coords: list[ir.Value] | None = None,
+                 linear: ir.Value | None = None):
+        self.b = b
+        self.shape = tuple(shape)
+        self._coords = coords
+        self._linear = linear
+        if coords is None and linear is None:
+            raise ValueError("an Index needs coordinates or a linear offset")
+
+    @staticmethod
+    def zero(b: ir.IRBuilder, shape: Sequence[int]) -> "Index":
+        zero = ir.Constant(I64, 0)
+        return Index(b, shape, [zero] * len(shape), zero)
+
+    @property
+    def has_linear(self) -> bool:
+        return self._linear is not None
+
+    def coords(self) -> list[ir.Value]:
+        if self._coords is None:
+            b, rem, out = self.b, self._linear, []
+            for k in range(len(self.shape) - 1, -1, -1):
+                d = self.shape[k]
+                if d == 1:
+                    out.append(ir.Constant(I64, 0))
+                elif k == 0:
+                    out.append(rem)
+                else:
+                    out.append(b.urem(rem, ir.Constant(I64, d)))
+                    rem = b.udiv(rem, ir.Constant(I64, d))
+            self._coords = out[::-1]
+        return self._coords
+
+    def linear(self) -> ir.Value:
+        if self._linear is None:
+            b, acc, stride = self.b, None, 1
+            for c, d in zip(reversed(self._coords), reversed(self.shape)):
+                if d != 1:
+                    term = c if stride == 1 else b.mul(c, ir.Constant(I64, stride), flags=("nsw", "nuw"))
+                    acc = term if acc is None else b.add(acc, term, flags=("nsw", "nuw"))
+                stride *= d
+            self._linear = acc if acc is not None else ir.Constant(I64, 0)
+        return self._linear
+
+    def key(self):
+        if self._linear is not None:
+            return ("L", _ckey(self._linear))
+        return ("C",) + tuple(_ckey(c) for c in self._coords)
+
+    # -- derived indices -----------------------------------------------------------------------------------
+    def with_shape(self, shape: Sequence[int]) -> "Index":
+        """The same element of a tensor with the same data and a reshaped ``shape``."""
+        shape = tuple(shape)
+        if shape == self.shape:
+            return self
+        if self._coords is not None and [d for d in shape if d != 1] == [d for d in self.shape if d != 1]:
+            kept = iter(c for c, d in zip(self._coords, self.shape) if d != 1)
+            zero = ir.Constant(I64, 0)
+            coords = [next(kept) if d != 1 else zero for d in shape]
+            return Index(self.b, shape, coords, self._linear)
+        return Index(self.b, shape, linear=self.linear())
+
+    def broadcast_to(self, shape: Sequence[int]) -> "Index":
+        """The element of an input of ``shape`` that numpy broadcasting pairs with this element."""
+        shape = tuple(shape)
+        if shape == self.shape:
+            return self
+        n = _numel(shape)
+        if n == 1:
+            return Index.zero(self.b, shape)
+        if n == _numel(self.shape):                  # only leading 1s differ: same data order
+            return self.with_shape(shape)
+        coords = self.coords()
+        off = len(self.shape) - len(shape)
+        zero = ir.Constant(I64, 0)
+        return Index(self.b, shape, [coords[off + k] if d != 1 else zero for k, d in enumerate(shape)])
+
+
+# -- the index-map ops ---------------------------------------------------------------------------------------
+IndexMap = Callable[["object", Node, Value, Index], ir.Value]
+INDEX_MAPS: dict[str, IndexMap] = {}
+RESHAPE_LIKE = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+
+
+def index_map(*ops: str):
+    def deco(fn: IndexMap) -> IndexMap:
+        for op in ops:
+            INDEX_MAPS[op] = fn
+        return fn
+    return deco
+
+
+@index_map(*RESHAPE_LIKE)
+def _reshape(em, node: Node, v: Value, idx: Index) -> ir.Value:
+    src = node.inputs[0]
+    return em.value_at(src, idx.with_shape(src.shape))
+
+
+@index_map("Expand")
+def _expand(em, node: Node, v: Value, idx: Index) -> ir.Value:
+    src = node.inputs[0]
+    return em.value_at(src, idx.broadcast_to(src.shape))
+
+
+def transpose_perm(node: Node, rank: int) -> list[int]:
+    perm = node.attrs.get("perm")
+    return list(range(rank))[::-1] if perm is None else [int(p) % max(rank, 1) for p in perm]
+
+
+@index_map("Transpose")
+def _transpose(em, node: Node, v: Value, idx: Index) -> ir.Value:
+    src = node.inputs[0]
+    perm = transpose_perm(node, len(src.shape))
+    out = idx.coords()
+    coords: list[ir.Value] = [None] * len(perm)  # type: ignore[list-item]
+    for i, p in enumerate(perm):
+        coords[p] = out[i]
+    return em.value_at(src, Index(idx.b, src.shape, coords))
+
+
+def _const_ints(v: Value | None) -> list[int] | None:
+    return None if v is None else [int(x) for x in np.asarray(v.const).reshape(-1)]
+
+
+def slice_params(node: Node) -> list[tuple[int, int]]:
+    """(start, step) per input axis of a Slice with constant starts/ends/axes/steps (numpy clamping)."""
+    shape = node.inputs[0].shape
+    starts = _const_ints(node.inputs[1])
+    ends = _const_ints(node.inputs[2])
+    ins = list(node.inputs) + [None] * 5
+    axes = _const_ints(ins[3]) or list(range(len(starts)))
+    steps = _const_ints(ins[4]) or [1] * len(starts)
+    params = [(0, 1)] * len(shape)
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        a = a % len(shape)
+        start, _stop, step = slice(s, e, st).indices(shape[a])
+        params[a] = (start, step)
+    return params
+
+
+@index_map("Slice")
+def _slice(em, node: Node, v: Value, idx: Index) -> ir.Value:
+    src = node.inputs[0]
+    b = idx.b
+    coords = []
+    for c, (start, step) in zip(idx.coords(), slice_params(node)):
+        if step != 1:
+            c = b.mul(c, ir.Constant(I64, step))
+        if start != 0:
+            c = b.add(c, ir.Constant(I64, start))
+        coords.append(c)
+    return em.value_at(src, Index(b, src.shape, coords))
+
+
+@index_map("Tile")
+def _tile(em, node: Node, v: Value, idx: Index) -> ir.Value:
+    src = node.inputs[0]
+    b = idx.b
+    coords = [c if d == od else b.urem(c, ir.Constant(I64, d))
+              for c, d, od in zip(idx.coords(), src.shape, idx.shape)]
+    return em.value_at(src, Index(b, src.shape, coords))
+
+
+def _pieces_along(em, pieces: list[tuple[Value, int]], axis: int, idx: Index, out_ty: ir.Type) -> ir.Value:
+    """The element at ``idx`` of the concatenation of ``pieces`` = [(value, offset)] along ``axis``."""
+    b = idx.b
+    coords = idx.coords()                   # computed before branching so every branch may use them
+    c = coords[axis]
+    pieces = [(p, off) for p, off in pieces if p.shape[axis] > 0]
+    if not pieces:                          # empty output: never evaluated
+        return ir.Constant(out_ty, None)
+    merge = b.append_basic_block("cat.end")
+    incoming = []
+    for k, (p, off) in enumerate(pieces):
+        last = k == len(pieces) - 1
+        if not last:
+            inside = b.icmp_signed("<", c, ir.Constant(I64, off + p.shape[axis]))
+            this_bb = b.append_basic_block(f"cat.{k}")
+            next_bb = b.append_basic_block(f"cat.{k}.else")
+            b.cbranch(inside, this_bb, next_bb)
+            b.position_at_end(this_bb)
+        local = list(coords)
+        if off:
+            local[axis] = b.sub(c, ir.Constant(I64, off))
+        with em.memo_scope():
+            val = em.value_at(p, Index(b, p.shape, local))
+        incoming.append((val, b.block))
+        b.branch(merge)
+        if not last:
+            b.position_at_end(next_bb)
+    b.position_at_end(merge)
+    phi = b.phi(out_ty)
+    for val, bb in incoming:
+        phi.add_incoming(val, bb)
+    return phi
+
+
+@index_map("Concat")
+def _concat(em, node: Node, v: Value, idx: Index) -> ir.Value:
+    axis = int(node.attrs.get("axis", 0)) % max(len(v.shape), 1)
+    pieces, off = [], 0
+    for p in node.inputs:
+        if p is None:
+            continue
+        pieces.append((p, off))
+        off += p.shape[axis]
+    return _pieces_along(em, pieces, axis, idx, em.compute_type(v))
+
+
+@index_map("Split")
+def _split(em, node: Node, v: Value, idx: Index) -> ir.Value:
+    src = node.inputs[0]
+    axis = int(node.attrs.get("axis", 0)) % max(len(src.shape), 1)
+    off = sum(o.shape[axis] for o in node.outputs[: v.index])
+    coords = list(idx.coords())
+    if off:
+        coords[axis] = idx.b.add(coords[axis], ir.Constant(I64, off))
+    return em.value_at(src, Index(idx.b, src.shape, coords))

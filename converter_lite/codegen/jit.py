@@ -1,0 +1,49 @@
+"""Rebuilding a bundle's kernels for this host in memory (MCJIT), when its recorded CPU features are missing
+here or the shipped shared object must not be loaded.  No C compiler is involved.
+
+``jit_library(ll_text)`` re-targets the embedded IR to the host CPU, optimizes it and returns a JitLibrary
+whose ``address(symbol)`` gives the entry point of each kernel.  libgomp is loaded into the process first
+so parallel kernels resolve GOMP_parallel.
+"""
+from __future__ import annotations
+
+import ctypes.util
+
+import llvmlite.binding as llvm
+
+from ..errors import RET_ERROR, ConverterError
+from .library import KernelLibrary, resolve_target
+
+
+class JitLibrary:
+    def __init__(self, engine: llvm.ExecutionEngine, module: llvm.ModuleRef):
+        self._engine = engine                      # keeps the code alive
+        self._module = module
+
+    def address(self, symbol: str) -> int:
+        addr = self._engine.get_function_address(symbol)
+        if not addr:
+            raise ConverterError(RET_ERROR, f"native kernel symbol {symbol!r} is not in the rebuilt code")
+        return addr
+
+
+def _load_gomp() -> None:
+    path = ctypes.util.find_library("gomp")
+    if path:
+        llvm.load_library_permanently(path)
+
+
+def jit_library(ll_text: str) -> JitLibrary:
+    host = resolve_target(None)
+    lib = KernelLibrary(host)
+    try:
+        mod = lib.parse(ll_text)
+    except RuntimeError as e:
+        raise ConverterError(RET_ERROR, f"the embedded kernel IR does not parse: {e}") from None
+    lib.optimize(mod)
+    _load_gomp()
+    tm = llvm.Target.from_triple(host.triple).create_target_machine(
+        cpu=host.cpu, features=host.features, opt=3, jit=True)
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    return JitLibrary(engine, mod)

@@ -1,0 +1,394 @@
+"""lower_kernel: a fused sub-graph -> LLVM functions that evaluate it, one *stage* at a time.
+
+Plan (``plan_kernel``):
+1. Every graph input, graph output and reduction result gets a buffer; nothing else is materialized.
+2. Each reduction node is a stage (reduce.py) writing its buffer (the graph output if it is one, else a temp).
+3. The graph outputs not written by a reduction are computed by map stages, one per output shape: a loop over
+   the output's index space evaluates the expression tree of each output element, reading inputs, constants and
+   reduction buffers through index maps (index.py: broadcast, reshape, transpose, slice, concat, ...).
+   A map stage whose expression is a same-shape elementwise chain (scalars may broadcast) uses one flat loop
+   over the linear offset - the fast path LLVM vectorizes best; other map stages use a loop nest.
+Within one loop body, a value is emitted once per index (memoized), so x*sigmoid(x) reads x once.
+
+Emission (``lower_kernel``): each stage is an internal function ``<sym>.sN(bufs..., lo, hi)`` with ``noalias``
+buffer pointers, where ``[lo, hi)`` is the calling thread's share of the stage's partition axis; ``<sym>.run``
+calls the stages in order (with a barrier between stages when several threads run it); abi.py adds the
+exported entry point.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+from llvmlite import ir
+
+from ..ir.core import Graph, Value
+from ..ir.dtype import DType
+from .errors import UnsupportedOpError
+from .index import INDEX_MAPS, RESHAPE_LIKE, Index, _numel
+from .loops import for_range, loop_nest
+from .mathfn import MathEmitter
+from .reduce import REDUCERS, ReduceStage, acc_dtype, emit_reduce, lowerable, reduce_axes
+from .scalar import SCALAR_EMITTERS, NoEmitterError, ScalarCall
+from .types import (BYTE_PTR_PTR, I64, VOID, UnsupportedDTypeError, compute_type, constant,
+                    round_to_dtype, storage_constant, storage_type, to_compute, to_storage)
+
+FLAT_ALIGN = 64          # a thread's share of a flat loop starts on a multiple of this many elements
+
+
+@dataclass
+class Buffer:
+    slot: int                                  # position in the kernel's buffer list: inputs, outputs, temps
+    dtype: DType
+    shape: tuple[int, ...]
+    kind: str                                  # input | output | temp
+
+    @property
+    def numel(self) -> int:
+        return _numel(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * storage_type_size(self.dtype)
+
+
+def storage_type_size(dtype: DType) -> int:
+    return 1 if dtype is DType.bool else dtype.itemsize
+
+
+@dataclass
+class MapStage:
+    """Computes ``items`` = [(value, buffer)] over the index space ``shape``."""
+    shape: tuple[int, ...]
+    items: list[tuple[Value, Buffer]]
+    flat: bool
+
+    @property
+    def part_axis(self) -> int | None:
+        big = [d for d, n in enumerate(self.shape) if n > 1]
+        return big[0] if big else None
+
+    @property
+    def part_extent(self) -> int:
+        if self.flat:
+            return _numel(self.shape)
+        p = self.part_axis
+        return 1 if p is None else self.shape[p]
+
+    @property
+    def part_align(self) -> int:
+        return FLAT_ALIGN if self.flat else 1
+
+    @property
+    def work(self) -> int:
+        return _numel(self.shape) * len(self.items)
+
+
+@dataclass
+class KernelPlan:
+    graph: Graph
+    buffers: list[Buffer] = field(default_factory=list)
+    value_buf: dict[int, Buffer] = field(default_factory=dict)
+    stages: list = field(default_factory=list)
+
+    @property
+    def temps(self) -> list[Buffer]:
+        return [b for b in self.buffers if b.kind == "temp"]
+
+    @property
+    def work(self) -> int:
+        return max((s.work for s in self.stages), default=0)
+
+
+def check_supported(graph: Graph, kernel: str = "") -> None:
+    """Raises UnsupportedOpError naming the first op (or dtype) that has no native lowering."""
+    for v in list(graph.inputs) + list(graph.outputs):
+        _check_dtype(v, "graph I/O", kernel)
+    for node in graph.nodes:
+        if node.op not in SCALAR_EMITTERS and node.op not in INDEX_MAPS and node.op not in REDUCERS:
+            raise UnsupportedOpError(node.op, kernel)
+        for v in list(node.inputs) + list(node.outputs):
+            if v is not None:
+                _check_dtype(v, node.op, kernel)
+        if node.op in REDUCERS and len(node.inputs) > 1 and node.inputs[1] is not None \
+                and node.inputs[1].const is None:
+            raise UnsupportedOpError(node.op, kernel, "reduction axes are computed at run time")
+        if node.op in REDUCERS and not lowerable(node.op, node.inputs[0].dtype):
+            raise UnsupportedOpError(node.op, kernel, f"not lowered for {node.inputs[0].dtype.name}")
+        if node.op == "Slice" and any(v is not None and v.const is None for v in node.inputs[1:]):
+            raise UnsupportedOpError(node.op, kernel, "slice bounds are computed at run time")
+
+
+def _check_dtype(v: Value, op: str, kernel: str) -> None:
+    if v.type is None:
+        raise UnsupportedOpError(op, kernel, f"value {v.name!r} has no type")
+    try:
+        storage_type(v.dtype)
+    except UnsupportedDTypeError as e:
+        raise UnsupportedOpError(op, kernel, str(e)) from None
+
+
+def plan_kernel(graph: Graph) -> KernelPlan:
+    plan = KernelPlan(graph)
+
+    def new_buffer(dtype, shape, kind):
+        buf = Buffer(len(plan.buffers), dtype, tuple(shape), kind)
+        plan.buffers.append(buf)
+        return buf
+
+    for v in graph.inputs:
+        plan.value_buf.setdefault(id(v), new_buffer(v.dtype, v.shape, "input"))
+    out_bufs = [new_buffer(v.dtype, v.shape, "output") for v in graph.outputs]
+    temps: list[tuple] = []
+    for node in graph.nodes:
+        if node.op not in REDUCERS:
+            continue
+        axes = reduce_axes(node)
+        v = node.outputs[0]
+        dst = next((ob for o, ob in zip(graph.outputs, out_bufs) if o is v), None)
+        if dst is None:
+            temps.append((v.dtype, v.shape))
+            dst = Buffer(-1, v.dtype, v.shape, "temp")
+            plan.buffers.append(dst)
+        st = ReduceStage(node, axes, dst)
+        if not st.inner and acc_dtype(v.dtype) is not v.dtype:
+            st.acc = Buffer(-1, acc_dtype(v.dtype), v.shape, "temp")
+            plan.buffers.append(st.acc)
+        plan.value_buf[id(v)] = dst
+        plan.stages.append(st)
+    # temps go last so that slots of inputs and outputs are the ABI argument positions
+    plan.buffers.sort(key=lambda b: {"input": 0, "output": 1, "temp": 2}[b.kind])
+    for i, b in enumerate(plan.buffers):
+        b.slot = i
+    groups: dict[tuple[int, ...], list] = {}
+    for v, ob in zip(graph.outputs, out_bufs):
+        if plan.value_buf.get(id(v)) is ob:
+            continue
+        groups.setdefault(tuple(v.shape), []).append((v, ob))
+    for shape, items in groups.items():
+        flat = all(_flat_ok(plan, v, _numel(shape)) for v, _ in items)
+        plan.stages.append(MapStage(shape, items, flat))
+    return plan
+
+
+def _flat_ok(plan: KernelPlan, v: Value, size: int) -> bool:
+    """True when every element of ``v`` can be computed from its linear offset alone (no broadcast but
+    of scalars, no index map but reshapes)."""
+    n = _numel(v.shape)
+    if n != size and n != 1:
+        return False
+    if id(v) in plan.value_buf or v.const is not None or n == 1:
+        return True
+    node = v.producer
+    if node is None:
+        return False
+    if node.op in RESHAPE_LIKE:
+        return _flat_ok(plan, node.inputs[0], size)
+    if node.op in SCALAR_EMITTERS:
+        return all(_flat_ok(plan, i, size) for i in node.inputs if i is not None)
+    return False
+
+
+class StageEmitter:
+    """Emits values of the kernel graph at indices, inside one stage function."""
+
+    def __init__(self, module: ir.Module, fn: ir.Function, plan: KernelPlan, ptrs: list[ir.Value], kernel: str,
+                 consts: dict[int, ir.GlobalVariable]):
+        self.module = module
+        self.consts = consts
+        self.fn = fn
+        self.plan = plan
+        self.ptrs = ptrs
+        self.kernel = kernel
+        self.entry = fn.append_basic_block("entry")
+        self.b = ir.IRBuilder(self.entry)
+        self.math = MathEmitter(self.b, module)
+        self._memo: list[dict] = [{}]
+
+    # -- helpers used by index.py and reduce.py ------------------------------------------------------------
+    @contextlib.contextmanager
+    def memo_scope(self) -> Iterator[None]:
+        """Values emitted inside the scope (a loop body or a branch) are forgotten when it ends."""
+        self._memo.append({})
+        try:
+            yield
+        finally:
+            self._memo.pop()
+
+    def alloca_entry(self, ty: ir.Type) -> ir.Value:
+        with self.b.goto_block(self.entry):
+            self.b.position_at_start(self.entry)
+            return self.b.alloca(ty)
+
+    @staticmethod
+    def compute_type(v: Value) -> ir.Type:
+        return compute_type(v.dtype)
+
+    def _addr(self, buf: Buffer, idx: Index) -> ir.Value:
+        ptr = self.ptrs[buf.slot]
+        if buf.numel == 1:
+            return ptr
+        return self.b.gep(ptr, [idx.linear()], inbounds=True)
+
+    def load_compute(self, buf: Buffer, idx: Index) -> ir.Value:
+        return to_compute(self.b, self.b.load(self._addr(buf, idx)), buf.dtype)
+
+    def store_compute(self, buf: Buffer, idx: Index, v: ir.Value) -> None:
+        self.b.store(to_storage(self.b, v, buf.dtype), self._addr(buf, idx))
+
+    # -- values ----------------------------------------------------------------------------------------------
+    def value_at(self, v: Value, idx: Index) -> ir.Value:
+        key = (id(v), idx.key())
+        for level in reversed(self._memo):
+            if key in level:
+                return level[key]
+        val = self._emit(v, idx)
+        self._memo[-1][key] = val
+        return val
+
+    def _emit(self, v: Value, idx: Index) -> ir.Value:
+        buf = self.plan.value_buf.get(id(v))
+        if buf is not None:
+            return self.load_compute(buf, idx)
+        if v.const is not None:
+            return self._const_at(v, idx)
+        node = v.producer
+        if node is None:
+            raise UnsupportedOpError("?", self.kernel, f"value {v.name!r} is neither an input nor computed")
+        if node.op in INDEX_MAPS:
+            return INDEX_MAPS[node.op](self, node, v, idx)
+        args = [None if i is None else self.value_at(i, idx.broadcast_to(i.shape)) for i in node.inputs]
+        while args and args[-1] is None:
+            args.pop()
+        sc = ScalarCall(self.b, self.math, node, [i.dtype if i is not None else None for i in node.inputs],
+                        v.dtype, [_scalar_const(i) for i in node.inputs])
+        try:
+            out = SCALAR_EMITTERS[node.op](sc, *args)
+        except NoEmitterError as e:
+            raise UnsupportedOpError(node.op, self.kernel, str(e)) from None
+        if out.type != compute_type(v.dtype):
+            raise UnsupportedOpError(node.op, self.kernel,
+                                     f"emitter produced {out.type} for a {v.dtype.name} result")
+        return round_to_dtype(self.b, out, v.dtype)
+
+    def _const_at(self, v: Value, idx: Index) -> ir.Value:
+        s = _scalar_const(v)
+        if s is not None:
+            return constant(v.dtype, s)
+        gv = self._const_global(v)
+        ptr = self.b.gep(gv, [ir.Constant(I64, 0), idx.broadcast_to(v.shape).linear()], inbounds=True)
+        return to_compute(self.b, self.b.load(ptr), v.dtype)
+
+    def _const_global(self, v: Value) -> ir.GlobalVariable:
+        """A private constant array holding ``v`` (one per constant per module)."""
+        consts = self.consts
+        if id(v) not in consts:
+            data = np.asarray(v.const).reshape(-1)
+            ety = storage_type(v.dtype)
+            aty = ir.ArrayType(ety, len(data))
+            gv = ir.GlobalVariable(self.module, aty, f"cst.{len(consts)}")
+            gv.global_constant = True
+            gv.linkage = "private"
+            gv.initializer = ir.Constant(aty, [storage_constant(v.dtype, x) for x in data.tolist()])
+            consts[id(v)] = gv
+        return consts[id(v)]
+
+
+def _scalar_const(v: Value | None):
+    """The Python scalar of a constant whose elements are all equal, else None."""
+    if v is None or v.const is None:
+        return None
+    a = np.asarray(v.const)
+    if a.size == 0:
+        return None
+    first = a.reshape(-1)[0]
+    if a.size > 1 and not np.array_equal(a, np.full_like(a, first), equal_nan=a.dtype.kind == "f"):
+        return None
+    return first.item()
+
+
+# -- stage functions -----------------------------------------------------------------------------------------
+def _stage_function(module: ir.Module, plan: KernelPlan, name: str) -> tuple[ir.Function, list[ir.Value]]:
+    params = [storage_type(b.dtype).as_pointer() for b in plan.buffers] + [I64, I64]
+    fn = ir.Function(module, ir.FunctionType(VOID, params), name)
+    fn.linkage = "internal"
+    for a in fn.args[:-2]:
+        a.add_attribute("noalias")
+    return fn, list(fn.args[:-2])
+
+
+def _emit_map(em: StageEmitter, st: MapStage, lo: ir.Value, hi: ir.Value) -> None:
+    b = em.b
+    if st.flat:
+        with for_range(b, lo, hi, "i") as i, em.memo_scope():
+            idx = Index(b, st.shape, linear=i)
+            for v, buf in st.items:
+                em.store_compute(buf, idx, em.value_at(v, idx))
+        return
+    p = st.part_axis
+    extents = [(lo, hi) if d == p else (0, n) for d, n in enumerate(st.shape)]
+    with loop_nest(b, extents, "d") as coords, em.memo_scope():
+        idx = Index(b, st.shape, coords)
+        for v, buf in st.items:
+            em.store_compute(buf, idx, em.value_at(v, idx))
+
+
+def lower_stages(module: ir.Module, plan: KernelPlan, sym: str, parallel: bool, kernel: str = "") -> ir.Function:
+    """Emits the stage functions and ``<sym>.run(i8** bufs, i64 tid, i64 nthreads)``; returns run.
+
+    With ``parallel``, consecutive stages are separated by ``GOMP_barrier`` when ``nthreads > 1``."""
+    stage_fns = []
+    consts: dict[int, ir.GlobalVariable] = {}
+    for k, st in enumerate(plan.stages):
+        fn, ptrs = _stage_function(module, plan, f"{sym}.s{k}")
+        em = StageEmitter(module, fn, plan, ptrs, kernel, consts)
+        lo, hi = fn.args[-2], fn.args[-1]
+        body = fn.append_basic_block("body")
+        em.b.branch(body)
+        em.b.position_at_end(body)
+        if isinstance(st, ReduceStage):
+            emit_reduce(em, st, lo, hi)
+        else:
+            _emit_map(em, st, lo, hi)
+        em.b.ret_void()
+        stage_fns.append(fn)
+
+    run = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR_PTR, I64, I64]), f"{sym}.run")
+    run.linkage = "internal"
+    bufs, tid, nt = run.args
+    b = ir.IRBuilder(run.append_basic_block("entry"))
+    ptrs = [b.bitcast(b.load(b.gep(bufs, [ir.Constant(I64, i)])), storage_type(buf.dtype).as_pointer())
+            for i, buf in enumerate(plan.buffers)]
+    barrier = _declare(module, "GOMP_barrier", ir.FunctionType(VOID, [])) \
+        if parallel and len(plan.stages) > 1 else None
+    for k, (st, fn) in enumerate(zip(plan.stages, stage_fns)):
+        if k and barrier is not None:
+            with b.if_then(b.icmp_signed(">", nt, ir.Constant(I64, 1))):
+                b.call(barrier, [])
+        lo, hi = _partition(b, st.part_extent, st.part_align, tid, nt)
+        with b.if_then(b.icmp_signed("<", lo, hi)):
+            b.call(fn, ptrs + [lo, hi])
+    b.ret_void()
+    return run
+
+
+def _partition(b: ir.IRBuilder, extent: int, align: int, tid: ir.Value, nt: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """[lo, hi) of thread ``tid`` among ``nt``: equal chunks of ``extent``, rounded up to ``align``."""
+    ext = ir.Constant(I64, extent)
+    chunk = b.sdiv(b.add(ext, b.sub(nt, ir.Constant(I64, 1))), nt)
+    if align > 1:
+        a = ir.Constant(I64, align)
+        chunk = b.mul(b.sdiv(b.add(chunk, ir.Constant(I64, align - 1)), a), a)
+    lo = b.mul(tid, chunk)
+    lo = b.select(b.icmp_signed("<", lo, ext), lo, ext)
+    hi = b.add(lo, chunk)
+    hi = b.select(b.icmp_signed("<", hi, ext), hi, ext)
+    return lo, hi
+
+
+def _declare(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Function:
+    fn = module.globals.get(name)
+    return fn if fn is not None else ir.Function(module, fnty, name)
+

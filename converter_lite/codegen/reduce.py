@@ -1,0 +1,260 @@
+"""Reductions: REDUCERS (op type -> how to accumulate) and the two loop forms that evaluate them.
+
+A reduction node becomes its own stage that writes a buffer (a temporary, or the kernel output).  Its input
+expression is evaluated inside the accumulation loop, never materialized.
+
+* inner form (the innermost input axis is reduced): loops over the kept axes outside, an accumulator in a
+  register, the reduced axes inside.  Float sums carry the ``reassoc`` flag so LLVM vectorizes them into
+  several partial sums (a tree-like order, more accurate than one running sum).
+* outer form (the innermost axis is kept): the accumulator row lives in the destination (or a float32 buffer
+  for float16 outputs); the input is streamed in memory order and every element updates out[proj(index)],
+  so the inner loop is unit-stride over both.  Each thread owns a range of the first kept axis.
+
+Empty reductions give the identity: 0 (Sum, Mean), 1 (Prod), -inf/INT_MIN (Max), +inf/INT_MAX (Min), as the
+reference kernels (onnxruntime) do.  ReduceLogSumExp (needs a max pass) and integer L2/LogSum (computed in
+float64 by the reference) are not lowered.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+import numpy as np
+from llvmlite import ir
+
+from ..ir.core import Node
+from ..ir.dtype import DType
+from .index import Index
+from .loops import loop_nest
+from .types import F32, compute_type, constant, is_unsigned
+
+
+@dataclass(frozen=True)
+class Reducer:
+    combine: str                                      # add | mul | max | min
+    pre: str | None = None                            # square | abs | exp applied to each element
+    post: str | None = None                           # mean | sqrt | log applied to the result
+
+
+REDUCERS: dict[str, Reducer] = {
+    "ReduceSum": Reducer("add"),
+    "ReduceMean": Reducer("add", post="mean"),
+    "ReduceProd": Reducer("mul"),
+    "ReduceMax": Reducer("max"),
+    "ReduceMin": Reducer("min"),
+    "ReduceSumSquare": Reducer("add", pre="square"),
+    "ReduceL1": Reducer("add", pre="abs"),
+    "ReduceL2": Reducer("add", pre="square", post="sqrt"),
+    "ReduceLogSum": Reducer("add", post="log"),
+}
+
+
+def lowerable(op: str, dtype: DType) -> bool:
+    red = REDUCERS.get(op)
+    return red is not None and (dtype.is_float or red.post not in ("sqrt", "log"))
+
+
+def reduce_axes(node: Node) -> tuple[int, ...] | None:
+    """The sorted reduced axes (``()`` for empty axes with noop_with_empty_axes: only the per-element part)."""
+    rank = len(node.inputs[0].shape)
+    axes_in = node.inputs[1] if len(node.inputs) > 1 else None
+    if axes_in is not None:
+        axes = [int(a) for a in np.asarray(axes_in.const).reshape(-1)]
+    else:
+        axes = list(node.attrs.get("axes", ()) or ())
+    if not axes:
+        if node.attrs.get("noop_with_empty_axes", 0):
+            return ()
+        axes = list(range(rank))
+    return tuple(sorted({a % rank for a in axes})) if rank else ()
+
+
+def keepdims(node: Node) -> bool:
+    return bool(node.attrs.get("keepdims", 1))
+
+
+def acc_dtype(dtype: DType) -> DType:
+    """Accumulator dtype: float16 accumulates in float32."""
+    return DType.float32 if dtype is DType.float16 else dtype
+
+
+def identity(red: Reducer, dtype: DType) -> ir.Constant:
+    if red.combine == "add":
+        return constant(dtype, 0)
+    if red.combine == "mul":
+        return constant(dtype, 1)
+    if dtype is DType.bool:
+        return constant(dtype, red.combine == "min")
+    if dtype.is_float:
+        return constant(dtype, -math.inf if red.combine == "max" else math.inf)
+    info = np.iinfo(dtype.np)
+    return constant(dtype, info.min if red.combine == "max" else info.max)
+
+
+def _pre(em, red: Reducer, x: ir.Value, dtype: DType) -> ir.Value:
+    b = em.b
+    if red.pre == "square":
+        return b.fmul(x, x) if dtype.is_float else b.mul(x, x)
+    if red.pre == "abs":
+        if dtype.is_float:
+            return em.math.call1("llvm.fabs", x)
+        if is_unsigned(dtype):
+            return x
+        return b.select(b.icmp_signed("<", x, ir.Constant(x.type, 0)), b.sub(ir.Constant(x.type, 0), x), x)
+    if red.pre == "exp":
+        return em.math.exp(x)
+    return x
+
+
+def combine(em, red: Reducer, acc: ir.Value, x: ir.Value, dtype: DType) -> ir.Value:
+    b = em.b
+    if dtype.is_float:
+        if red.combine == "add":
+            return b.fadd(acc, x, flags=("reassoc",))
+        if red.combine == "mul":
+            return b.fmul(acc, x, flags=("reassoc",))
+        return em.math.call2("llvm.maximum" if red.combine == "max" else "llvm.minimum", acc, x)
+    if red.combine == "add":
+        return b.add(acc, x)
+    if red.combine == "mul":
+        return b.mul(acc, x)
+    op = ">" if red.combine == "max" else "<"
+    cmp = b.icmp_unsigned(op, x, acc) if is_unsigned(dtype) else b.icmp_signed(op, x, acc)
+    return b.select(cmp, x, acc)
+
+
+def finalize(em, red: Reducer, acc: ir.Value, count: int, dtype: DType) -> ir.Value:
+    b = em.b
+    if red.post == "mean":
+        if dtype.is_float:
+            return b.fdiv(acc, ir.Constant(acc.type, float(max(count, 1))))
+        return b.sdiv(acc, ir.Constant(acc.type, max(count, 1)))
+    if red.post == "sqrt":
+        return em.math.call1("llvm.sqrt", acc) if dtype.is_float else acc
+    if red.post == "log":
+        return em.math.log(acc) if dtype.is_float else acc
+    return acc
+
+
+@dataclass
+class ReduceStage:
+    """One reduction node evaluated into ``dst`` (``acc`` = float32 accumulation buffer for float16, or None)."""
+    node: Node
+    axes: tuple[int, ...]
+    dst: object                                       # lower.Buffer
+    acc: object | None = None
+
+    @property
+    def in_shape(self) -> tuple[int, ...]:
+        return self.node.inputs[0].shape
+
+    @property
+    def inner(self) -> bool:
+        shape = self.in_shape
+        return not shape or (len(shape) - 1) in self.axes or not self.axes
+
+    @property
+    def kept(self) -> list[int]:
+        return [d for d in range(len(self.in_shape)) if d not in self.axes]
+
+    @property
+    def part_axis(self) -> int | None:
+        """The input axis whose range is split between threads (a kept axis), or None."""
+        kept = self.kept
+        big = [d for d in kept if self.in_shape[d] > 1]
+        return big[0] if big else (kept[0] if kept else None)
+
+    @property
+    def part_extent(self) -> int:
+        p = self.part_axis
+        return 1 if p is None else self.in_shape[p]
+
+    part_align = 1
+
+    @property
+    def work(self) -> int:
+        n = 1
+        for d in self.in_shape:
+            n *= d
+        return n
+
+    def out_coords(self, in_coords: list[ir.Value], zero: ir.Value) -> list[ir.Value]:
+        if keepdims(self.node):
+            return [zero if d in self.axes else c for d, c in enumerate(in_coords)]
+        return [c for d, c in enumerate(in_coords) if d not in self.axes]
+
+
+def emit_reduce(em, st: ReduceStage, lo: ir.Value, hi: ir.Value) -> None:
+    """Emits the loops of ``st`` into the current stage function (``[lo, hi)`` = this thread's range)."""
+    node, red = st.node, REDUCERS[st.node.op]
+    src = node.inputs[0]
+    dtype = src.dtype
+    adt = acc_dtype(dtype)
+    shape = st.in_shape
+    count = 1
+    for d in st.axes:
+        count *= shape[d]
+    p = st.part_axis
+    out_dtype = node.outputs[0].dtype
+    zero = ir.Constant(ir.IntType(64), 0)
+    b = em.b
+
+    def extent(d):
+        return (lo, hi) if d == p else (0, shape[d])
+
+    def out_index(in_coords):
+        return Index(b, node.outputs[0].shape, st.out_coords(in_coords, zero))
+
+    def element(coords):
+        return _pre(em, red, em.value_at(src, Index(b, shape, coords)), dtype)
+
+    if st.inner:
+        slot = em.alloca_entry(compute_type(adt))
+        kept = st.kept
+        with loop_nest(b, [extent(d) for d in kept], "k") as kc:
+            b.store(identity(red, adt), slot)
+            with loop_nest(b, [extent(d) for d in st.axes], "r") as rc, em.memo_scope():
+                coords = _merge(len(shape), kept, kc, st.axes, rc)
+                b.store(combine(em, red, b.load(slot), element(coords), adt), slot)
+            full = _merge(len(shape), kept, kc, st.axes, [zero] * len(st.axes))
+            result = finalize(em, red, b.load(slot), count, adt)
+            em.store_compute(st.dst, out_index(full), _to_out(em, result, adt, out_dtype))
+        return
+    acc = st.acc if st.acc is not None else st.dst
+    with loop_nest(b, [extent(d) for d in st.kept], "i") as oc, em.memo_scope():
+        em.store_compute(acc, Index(b, node.outputs[0].shape, _out_from_kept(st, oc, zero)), identity(red, adt))
+    with loop_nest(b, [extent(d) for d in range(len(shape))], "a") as coords, em.memo_scope():
+        oi = out_index(coords)
+        cur = em.load_compute(acc, oi)
+        em.store_compute(acc, oi, combine(em, red, cur, element(coords), adt))
+    if acc is not st.dst or red.post is not None:
+        with loop_nest(b, [extent(d) for d in st.kept], "f") as oc, em.memo_scope():
+            oi = Index(b, node.outputs[0].shape, _out_from_kept(st, oc, zero))
+            v = finalize(em, red, em.load_compute(acc, oi), count, adt)
+            em.store_compute(st.dst, oi, _to_out(em, v, adt, out_dtype))
+
+
+def _merge(rank: int, kept: list[int], kc: list, axes: tuple[int, ...], rc: list) -> list:
+    coords = [None] * rank
+    for d, c in zip(kept, kc):
+        coords[d] = c
+    for d, c in zip(axes, rc):
+        coords[d] = c
+    return coords
+
+
+def _out_from_kept(st: ReduceStage, kc: list, zero) -> list:
+    """Output coordinates from the coordinates of the kept axes."""
+    if not keepdims(st.node):
+        return list(kc)
+    it = iter(kc)
+    return [zero if d in st.axes else next(it) for d in range(len(st.in_shape))]
+
+
+def _to_out(em, v: ir.Value, adt: DType, out_dtype: DType) -> ir.Value:
+    """Accumulator scalar -> compute scalar of the output dtype (float16 accumulators are float32 already)."""
+    if compute_type(out_dtype) == v.type:
+        return v
+    if v.type == F32 and out_dtype.is_float:
+        return em.b.fpext(v, compute_type(out_dtype))
+    return v
+

@@ -1,0 +1,260 @@
+"""NativeLibrary: loads the native kernels of a model (numpy + ctypes only; llvmlite only to rebuild).
+
+    lib = NativeLibrary.from_sections(sections)           # sections of a NativeBundle / the .ms file
+    fn = lib.kernel("fused_0")
+    fn([x, y], [out])                                      # inputs, outputs: numpy arrays
+
+Loading:
+1. native/target.json is checked against this host: same architecture, and every CPU feature the code may use
+   (``required_features``) present in /proc/cpuinfo.  If not (or ``trust_native_code=False``), the kernels are
+   rebuilt for this host from native/kernels.ll in memory (converter_lite.codegen.jit, imported lazily), and a
+   warning says so once per process.
+2. Otherwise native/lib.so is written to an anonymous memory file (memfd; a private temp file elsewhere) and
+   dlopen'ed once per process per content hash.
+A .so that fails to load, a missing symbol or an argument of the wrong dtype/shape raises ConverterError; a
+kernel is never called with buffers it was not compiled for.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import logging
+import os
+import platform
+import tempfile
+import threading
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..errors import RET_ERROR, ConverterError
+
+log = logging.getLogger("converter_lite.native")
+
+SECTION_SO = "native/lib.so"
+SECTION_LL = "native/kernels.ll"
+SECTION_TARGET = "native/target.json"
+
+_KERNEL_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64)
+_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+# LLVM feature name -> /proc/cpuinfo flag, where they differ (others are compared as they are)
+_CPUINFO_NAME = {"sse3": "pni", "bmi": "bmi1", "prfchw": "3dnowprefetch", "sse4.1": "sse4_1", "sse4.2": "sse4_2", "pclmul": "pclmulqdq", "lzcnt": "abm",
+                 "sha": "sha_ni", "rdrnd": "rdrand", "cx16": "cx16", "sahf": "lahf_lm", "amx-tile": "amx_tile",
+                 "amx-int8": "amx_int8", "amx-bf16": "amx_bf16", "avxvnni": "avx_vnni", "avx512fp16": "avx512_fp16",
+                 "avx512vnni": "avx512_vnni", "avx512bf16": "avx512_bf16", "avx512vbmi2": "avx512_vbmi2",
+                 "avx512bitalg": "avx512_bitalg", "avx512vpopcntdq": "avx512_vpopcntdq"}
+# the features whose absence would make code fault (vector ISA and instructions LLVM emits for our kernels)
+_CHECKED = {"sse3", "ssse3", "sse4.1", "sse4.2", "avx", "avx2", "fma", "f16c", "bmi", "bmi2", "lzcnt", "popcnt",
+            "movbe", "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "avx512vnni", "avx512bf16",
+            "avx512ifma", "avx512vbmi", "avx512vbmi2", "avx512bitalg", "avx512vpopcntdq", "avx512fp16",
+            "avxvnni", "amx-tile", "amx-int8", "amx-bf16", "fma4", "xop", "sse4a",
+            "sve", "sve2", "neon", "fp-armv8", "dotprod", "fullfp16", "i8mm", "bf16"}
+_AARCH64_NAME = {"neon": "asimd", "fp-armv8": "fp", "dotprod": "asimddp", "fullfp16": "fphp", "bf16": "bf16"}
+
+_loaded: dict[str, object] = {}            # content hash -> CDLL / JitLibrary, once per process
+_lock = threading.Lock()
+_warned: set[str] = set()
+
+
+def host_cpu_flags() -> set[str]:
+    """CPU flags of this host from /proc/cpuinfo (empty set if unreadable)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, val = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return set(val.split())
+    except OSError:
+        pass
+    return set()
+
+
+def missing_features(meta: dict, flags: set[str] | None = None) -> list[str] | None:
+    """The recorded CPU features this host lacks ([] = compatible); None if compatibility is unknown."""
+    arch = _ARCH.get(platform.machine().lower(), platform.machine().lower())
+    triple_arch = str(meta.get("triple", "")).split("-")[0]
+    if _ARCH.get(triple_arch, triple_arch) != arch:
+        return [f"architecture {triple_arch}"]
+    required = meta.get("required_features")
+    if required is None:
+        return None
+    flags = host_cpu_flags() if flags is None else flags
+    if not flags:
+        return None
+    table = _AARCH64_NAME if arch == "aarch64" else _CPUINFO_NAME
+    return [f for f in required if f in _CHECKED and table.get(f, f) not in flags and f not in flags]
+
+
+class NativeKernel:
+    """A callable native kernel: ``fn(inputs, outputs)`` checks the buffers and calls the code."""
+
+    __slots__ = ("name", "spec", "_fn", "_num_threads", "_in_specs", "_out_specs", "_argv_t", "_keep")
+
+    def __init__(self, name: str, spec: dict, fn: Callable, num_threads: int, keep: object):
+        self.name = name
+        self.spec = spec
+        self._fn = fn
+        self._num_threads = num_threads
+        self._in_specs = [(np.dtype(a["dtype"]), tuple(a["shape"])) for a in spec["inputs"]]
+        self._out_specs = [(np.dtype(a["dtype"]), tuple(a["shape"])) for a in spec["outputs"]]
+        self._argv_t = ctypes.c_void_p * (len(self._in_specs) + len(self._out_specs))
+        self._keep = keep                                  # the library stays loaded while kernels exist
+
+    @property
+    def parallel(self) -> bool:
+        return bool(self.spec.get("parallel"))
+
+    def _check(self, arrays: Sequence[np.ndarray], specs, what: str, writable: bool) -> list[np.ndarray]:
+        if len(arrays) != len(specs):
+            raise ConverterError(RET_ERROR, f"kernel {self.name}: expected {len(specs)} {what}, got {len(arrays)}")
+        out = []
+        for k, (a, (dt, shape)) in enumerate(zip(arrays, specs)):
+            a = a if isinstance(a, np.ndarray) else np.asarray(a)
+            if a.dtype != dt or a.shape != shape:
+                raise ConverterError(RET_ERROR, f"kernel {self.name}: {what} {k} must be {dt}{list(shape)}, "
+                                                f"got {a.dtype}{list(a.shape)}")
+            if writable:
+                if not (a.flags.c_contiguous and a.flags.writeable):
+                    raise ConverterError(RET_ERROR, f"kernel {self.name}: output {k} must be a writable "
+                                                    "C-contiguous array")
+            elif not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
+            out.append(a)
+        return out
+
+    def __call__(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray],
+                 num_threads: int | None = None) -> None:
+        ins = self._check(inputs, self._in_specs, "inputs", False)
+        outs = self._check(outputs, self._out_specs, "outputs", True)
+        argv = self._argv_t(*[a.ctypes.data for a in ins], *[a.ctypes.data for a in outs])
+        self._fn(argv, self._num_threads if num_threads is None else num_threads)
+
+    def bind(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray],
+             num_threads: int | None = None) -> Callable[[], None]:
+        """A zero-argument callable running the kernel on these (checked, kept alive) buffers: the fastest
+        way to call a kernel repeatedly on preallocated memory."""
+        ins = self._check(inputs, self._in_specs, "inputs", False)
+        outs = self._check(outputs, self._out_specs, "outputs", True)
+        argv = self._argv_t(*[a.ctypes.data for a in ins], *[a.ctypes.data for a in outs])
+        fn, nt, keep = self._fn, self._num_threads if num_threads is None else num_threads, (ins, outs)
+
+        def run() -> None:
+            fn(argv, nt)
+        run.buffers = keep                                  # type: ignore[attr-defined]
+        return run
+
+
+class NativeLibrary:
+    """The native kernels of one model (see the module docstring)."""
+
+    def __init__(self, meta: dict, resolve: Callable[[str], int], handle: object, rebuilt: bool,
+                 num_threads: int):
+        self.meta = meta
+        self.rebuilt = rebuilt
+        self.num_threads = num_threads
+        self._resolve = resolve
+        self._handle = handle
+        self._specs = {k["name"]: k for k in meta.get("kernels", [])}
+
+    @property
+    def kernel_names(self) -> list[str]:
+        return list(self._specs)
+
+    @classmethod
+    def from_sections(cls, sections: dict[str, bytes], trust_native_code: bool = True,
+                      num_threads: int = 1) -> "NativeLibrary":
+        try:
+            meta = json.loads(sections[SECTION_TARGET])
+        except KeyError:
+            raise ConverterError(RET_ERROR, f"the model has no {SECTION_TARGET} section") from None
+        except ValueError as e:
+            raise ConverterError(RET_ERROR, f"{SECTION_TARGET} is not valid JSON: {e}") from None
+        missing = missing_features(meta)
+        reason = None
+        if not trust_native_code:
+            reason = "trust_native_code=False"
+        elif missing is None:
+            reason = "the CPU features the code needs are unknown"
+        elif missing:
+            reason = "this CPU lacks " + ", ".join(missing)
+        if reason is None and SECTION_SO in sections:
+            handle = _dlopen(sections[SECTION_SO])
+            return cls(meta, lambda sym: _dlsym(handle, sym), handle, False, num_threads)
+        if SECTION_LL not in sections:
+            raise ConverterError(RET_ERROR, f"native code cannot run here ({reason or 'no shared object'}) and "
+                                            f"the model has no {SECTION_LL} to rebuild it from")
+        ll = sections[SECTION_LL]
+        key = "jit:" + hashlib.sha256(ll).hexdigest()
+        if key not in _warned:
+            _warned.add(key)
+            log.warning("native kernels compiled for %s (%s) are rebuilt for this host: %s",
+                        meta.get("cpu"), meta.get("triple"), reason or "no shared object")
+        with _lock:
+            jit = _loaded.get(key)
+            if jit is None:
+                try:
+                    from ..codegen.jit import jit_library
+                except ImportError as e:
+                    raise ConverterError(RET_ERROR, f"native code cannot run here ({reason}) and rebuilding it "
+                                                    f"needs llvmlite: {e}") from None
+                jit = _loaded[key] = jit_library(ll.decode())
+        return cls(meta, jit.address, jit, True, num_threads)
+
+    def kernel(self, name: str, num_threads: int | None = None) -> NativeKernel:
+        spec = self._specs.get(name)
+        if spec is None:
+            raise ConverterError(RET_ERROR, f"native kernel {name!r} is not in the model's native code "
+                                            f"(it has {len(self._specs)} kernels)")
+        addr = self._resolve(spec["symbol"])
+        fn = _KERNEL_FN(addr)
+        return NativeKernel(name, spec, fn, self.num_threads if num_threads is None else num_threads, self._handle)
+
+
+def _dlopen(data: bytes) -> ctypes.CDLL:
+    key = hashlib.sha256(data).hexdigest()
+    with _lock:
+        lib = _loaded.get(key)
+        if lib is not None:
+            return lib                                     # type: ignore[return-value]
+        path, fd = _write_private(data, key)
+        try:
+            lib = ctypes.CDLL(path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
+        except OSError as e:
+            raise ConverterError(RET_ERROR, f"the model's native code (native/lib.so) failed to load: {e}") from None
+        finally:
+            if fd is None:
+                os.unlink(path)                            # the mapping stays valid after unlinking
+        _loaded[key] = lib
+        _loaded["fd:" + key] = fd                          # a memfd must stay open while mapped
+        return lib
+
+
+def _write_private(data: bytes, key: str) -> tuple[str, int | None]:
+    if hasattr(os, "memfd_create"):
+        try:
+            fd = os.memfd_create(f"cl_kernels_{key[:12]}", 0)
+            _write_all(fd, data)
+            return f"/proc/self/fd/{fd}", fd
+        except OSError:
+            pass
+    fd, path = tempfile.mkstemp(prefix="cl_kernels_", suffix=".so")
+    _write_all(fd, data)
+    os.close(fd)
+    return path, None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _dlsym(lib: ctypes.CDLL, symbol: str) -> int:
+    try:
+        return ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
+    except AttributeError:
+        raise ConverterError(RET_ERROR, f"native kernel symbol {symbol!r} is missing from the model's "
+                                        "shared object") from None
