@@ -40,7 +40,7 @@ def _attr_to_input(p, em, attr: str, index: int, dtype=np.int64, default=None):
 
 
 # -- opset < 7: legacy broadcasting (broadcast=1, axis=k) --------------------------------------------------
-_BINARY = ("Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less", "PRelu")
+_BINARY = ("Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less")
 
 
 @legacy(*_BINARY)
@@ -63,6 +63,17 @@ def _legacy_broadcast(p, em):
         shape = tuple(b.type.shape) + (1,) * trailing
         p.inputs[1] = em.emit("Reshape", [b, em.const(_i64(shape))], {})[0]
     return None
+
+
+@legacy("PRelu")
+def _prelu(p, em):
+    """Before opset 7 a 1-D slope of C elements applied per channel (axis 1), as PyTorch exported it."""
+    p.attrs.pop("consumed_inputs", None)
+    x, slope = p.inputs[0], p.inputs[1]
+    xs, ss = x.type.shape, slope.type.shape
+    if p.version < 7 and len(ss) == 1 and len(xs) > 2 and ss[0] == xs[1] and ss[0] != xs[-1]:
+        shape = (ss[0],) + (1,) * (len(xs) - 2)
+        p.inputs[1] = em.emit("Reshape", [slope, em.const(_i64(shape))], {})[0]
 
 
 @legacy("Gemm")

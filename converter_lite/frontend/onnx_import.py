@@ -22,7 +22,7 @@ import onnx.inliner
 from ..errors import RET_GRAPH_FILE_ERR, RET_INFER_ERR, RET_INPUT_PARAM_INVALID, RET_NOT_FIND_OP, ConverterError
 from ..ir.builder import fresh_name
 from ..ir.core import Graph, Node, TensorType, Value
-from ..ops.registry import OPS, KernelError, evaluate_node, infer_types
+from ..ops.registry import OPS, DynamicShapeError, KernelError, evaluate_node, infer_dynamic, infer_types
 from .legacy import LEGACY, constant_node_value
 from .protos import attribute_value, load_onnx, tensor_to_array, value_info_type
 
@@ -58,6 +58,7 @@ class _Emitter:
 
     def __init__(self, graph: Graph, where: str, fold: bool = True):
         self.graph, self.where, self.fold = graph, where, fold
+        self.dynamic: list[str] = []     # nodes whose output shapes are only known at run time
 
     def const(self, array: np.ndarray, name: str | None = None) -> Value:
         return Value(name or fresh_name("const"), const=np.ascontiguousarray(array))
@@ -70,6 +71,9 @@ class _Emitter:
         node = Node(op, inputs, outs, attrs, name=name)
         try:
             types = infer_types(node)
+        except DynamicShapeError as e:
+            types = infer_dynamic(node)
+            self.dynamic.append(f"{op} node {name!r}: {e}")
         except (KernelError, ValueError, IndexError, TypeError) as e:
             node.detach()
             raise ConverterError(RET_INFER_ERR, f"{self.where}: shape inference failed for {op} node {name!r}: "
@@ -87,6 +91,7 @@ class _Emitter:
             node.detach()
             for o, a in zip(outs, arrays):
                 o.const = np.ascontiguousarray(a.astype(o.type.dtype.np, copy=False))
+                o.type = TensorType(o.type.dtype, tuple(o.const.shape))
                 o.producer = None
             return outs
         self.graph.nodes.append(node)
@@ -99,6 +104,8 @@ class _Emitter:
         ins = [v for v in node.inputs if v is not None]
         if not all(v.const is not None for v in ins):
             return False
+        if any(o.type.shape is None for o in node.outputs):
+            return True
         in_bytes = sum(v.const.nbytes for v in ins)
         out_bytes = sum(o.type.nbytes for o in node.outputs)
         return out_bytes <= _FOLD_GROWTH * in_bytes + _FOLD_SLACK_BYTES
@@ -192,6 +199,11 @@ class _GraphImporter:
         self.graph.metadata["onnx_opset"] = str(self.opset)
         self.graph.metadata["producer"] = f"{self.proto.producer_name} {self.proto.producer_version}".strip()
         remove_dead_nodes(self.graph)
+        if self.em.dynamic:
+            log.warning("%s: %d node(s) have shapes known only at run time (they run unfused): %s%s", self.where,
+                        len(self.em.dynamic), "; ".join(self.em.dynamic[:3]), " ..." if len(self.em.dynamic) > 3
+                        else "")
+            self.graph.metadata["dynamic_nodes"] = str(len(self.em.dynamic))
         return self.graph
 
     def _inputs(self, g) -> None:

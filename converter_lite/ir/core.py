@@ -22,8 +22,15 @@ from .dtype import DType
 
 @dataclass(frozen=True)
 class TensorType:
+    """dtype + static shape.  ``shape`` is None only for a *dynamic* value: one whose shape depends on data
+    known at run time (e.g. Reshape to a shape fed as a graph input).  Dynamic values are run by the reference
+    kernels and never fused; everything else in the IR is static."""
     dtype: DType
-    shape: tuple[int, ...]
+    shape: tuple[int, ...] | None
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None
 
     @property
     def rank(self) -> int:
@@ -31,6 +38,8 @@ class TensorType:
 
     @property
     def size(self) -> int:
+        if self.shape is None:
+            raise ValueError("size of a dynamic-shape value is not known before run time")
         n = 1
         for d in self.shape:
             n *= d
@@ -41,6 +50,8 @@ class TensorType:
         return self.size * self.dtype.itemsize
 
     def __str__(self) -> str:
+        if self.shape is None:
+            return f"{self.dtype.short}[?]"
         return f"{self.dtype.short}[{','.join(map(str, self.shape))}]"
 
     @staticmethod

@@ -129,7 +129,7 @@ def encode_graph(graph: Graph, weights: WeightsWriter) -> dict:
 def _encode_type(t: TensorType | None) -> list | None:
     if t is None:
         return None
-    return [int(t.dtype), [int(d) for d in t.shape]]
+    return [int(t.dtype), None if t.shape is None else [int(d) for d in t.shape]]
 
 
 def _encode_attr(a: Any, weights: WeightsWriter) -> Any:
@@ -170,7 +170,8 @@ def _decode_graph(obj: dict, blob, blob_size: int) -> Graph:
     for entry in obj["values"]:
         const = read_tensor(entry["const"], blob, blob_size) if "const" in entry else None
         t = entry["type"]
-        vtype = None if t is None else TensorType(DType(int(t[0])), tuple(int(d) for d in t[1]))
+        vtype = None if t is None else TensorType(DType(int(t[0])),
+                                                  None if t[1] is None else tuple(int(d) for d in t[1]))
         values.append(Value(str(entry["name"]), vtype, const))
 
     def get(i: int | None) -> Value | None:

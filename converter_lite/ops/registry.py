@@ -52,6 +52,10 @@ class KernelError(ValueError):
     """A reference kernel rejected its inputs (bad attribute, shape or value); the message says why."""
 
 
+class DynamicShapeError(KernelError):
+    """The output shape depends on data only known at run time (see ``infer_dynamic``)."""
+
+
 def reference(*names: str, kind: OpKind = OpKind.OPAQUE, infer: Callable | None = None,
               deterministic: bool = True, static_inputs: tuple[int, ...] = ()):
     """Registers ``fn`` as the reference kernel of each op type in ``names``."""
@@ -93,10 +97,12 @@ def evaluate_node(node: Node, inputs: list) -> list[np.ndarray]:
 def infer_types(node: Node) -> list[TensorType]:
     """Output types of ``node`` from its input types (and constant inputs)."""
     d = OPS[node.op]
+    if any(v is not None and v.type.shape is None for v in node.inputs):
+        raise DynamicShapeError(f"{node.op} node {node.name!r} has an input of dynamic shape")
     for i in d.static_inputs:
         if i < len(node.inputs) and node.inputs[i] is not None and node.inputs[i].const is None:
-            raise KernelError(f"input {i} ({node.inputs[i].name!r}) of {node.op} node {node.name!r} is computed at "
-                              "run time; converter_lite needs it constant (fix dynamic input dims with --inputShape)")
+            raise DynamicShapeError(f"input {i} ({node.inputs[i].name!r}) of {node.op} node {node.name!r} is "
+                                    "computed at run time, so its output shape is only known at run time")
     if d.infer is not None:
         return d.infer(node)
     inputs = []
@@ -141,3 +147,54 @@ def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
     if not -rank <= axis < max(rank, 1):
         raise KernelError(f"{what} {axis} is out of range for rank {rank}")
     return axis + rank if axis < 0 else axis
+
+
+# -- dtype-only inference for dynamic-shape values ----------------------------------------------------------------
+_BOOL_OPS = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Not", "IsNaN",
+             "IsInf", "RegexFullMatch"}
+_INT64_OPS = {"Shape", "Size", "ArgMax", "ArgMin", "NonZero", "NonMaxSuppression"}
+
+
+def _first_input_dtype(node: Node) -> DType:
+    for v in node.inputs:
+        if v is not None:
+            return v.type.dtype
+    return DType.float32
+
+
+def _attr_dtype(node: Node, key: str, default: DType) -> DType:
+    v = node.attrs.get(key)
+    return DType(v) if v is not None else default
+
+
+_DTYPE_RULES: dict[str, Callable[[Node], list[DType]]] = {
+    "Cast": lambda n: [DType(n.attrs["to"])],
+    "CastLike": lambda n: [n.inputs[1].type.dtype],
+    "ConstantOfShape": lambda n: [DType.from_np(n.attrs["value"].dtype) if "value" in n.attrs else DType.float32],
+    "TopK": lambda n: [n.inputs[0].type.dtype, DType.int64],
+    "Unique": lambda n: [n.inputs[0].type.dtype] + [DType.int64] * 3,
+    "MaxPool": lambda n: [n.inputs[0].type.dtype, DType.int64],
+    "Dropout": lambda n: [n.inputs[0].type.dtype, DType.bool],
+    "EyeLike": lambda n: [_attr_dtype(n, "dtype", n.inputs[0].type.dtype)],
+    "Range": lambda n: [n.inputs[0].type.dtype],
+    "OneHot": lambda n: [n.inputs[2].type.dtype],
+    "RandomNormalLike": lambda n: [_attr_dtype(n, "dtype", n.inputs[0].type.dtype)],
+    "RandomUniformLike": lambda n: [_attr_dtype(n, "dtype", n.inputs[0].type.dtype)],
+    "Bernoulli": lambda n: [_attr_dtype(n, "dtype", n.inputs[0].type.dtype)],
+    "Multinomial": lambda n: [_attr_dtype(n, "dtype", DType.int32)],
+}
+
+
+def infer_dynamic(node: Node) -> list[TensorType]:
+    """Output types with unknown shapes (``shape=None``) for a node whose shapes depend on run-time data."""
+    rule = _DTYPE_RULES.get(node.op)
+    if rule is not None:
+        dtypes = rule(node)
+    elif node.op in _BOOL_OPS:
+        dtypes = [DType.bool]
+    elif node.op in _INT64_OPS:
+        dtypes = [DType.int64]
+    else:
+        dtypes = [_first_input_dtype(node)]
+    dtypes = dtypes + [dtypes[-1]] * (len(node.outputs) - len(dtypes))
+    return [TensorType(dt, None) for dt in dtypes[:len(node.outputs)]]
