@@ -21,7 +21,6 @@ the population variance ``mean((X - mean)^2)``.
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from ..ir.core import Node, TensorType
 from ..ir.dtype import DType
@@ -141,5 +140,8 @@ def lrn(attrs, x):
     xc = x.astype(ct, copy=False)
     lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
     sq = np.pad(xc * xc, [(0, 0), (lo, hi)] + [(0, 0)] * (x.ndim - 2))
-    window_sum = sliding_window_view(sq, size, axis=1).sum(axis=-1)
+    c = x.shape[1]
+    window_sum = sq[:, 0:c].copy()
+    for i in range(1, size):
+        window_sum += sq[:, i:i + c]
     return (xc / (bias + alpha / size * window_sum) ** beta).astype(x.dtype, copy=False)

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..ir.core import Node, TensorType
 from ..ir.dtype import DType
-from .nn_window import Window, compute_dtype, prod, resolve_window, windows
+from .nn_window import Window, compute_dtype, resolve_window, windows
 from .registry import KernelError, reference
 
 
@@ -42,14 +42,34 @@ def _lowest(dt: np.dtype):
     return -np.inf if dt.kind == "f" else np.iinfo(dt).min
 
 
+def _taps(v: np.ndarray, kernel: tuple[int, ...]):
+    """``(tap number, view)`` for every kernel tap of a ``windows`` view (tap loops beat reductions over the
+    strided trailing window axes by an order of magnitude)."""
+    for i, tap in enumerate(np.ndindex(*kernel)):
+        yield i, v[(Ellipsis,) + tap]
+
+
+def _window_sum(v: np.ndarray, kernel: tuple[int, ...], fn=None) -> np.ndarray:
+    total = None
+    for _, tap in _taps(v, kernel):
+        tap = tap if fn is None else fn(tap)
+        total = np.array(tap) if total is None else np.add(total, tap, out=total)
+    return total
+
+
 @reference("MaxPool", infer=_infer_pool("MaxPool"))
 def max_pool(attrs, x):
     win = _pool_geometry("MaxPool", attrs, x.shape)
     n_sp = len(win.out)
     v = windows(x, win, _lowest(x.dtype))                            # N, C, O..., K...
-    flat = v.reshape(v.shape[:2 + n_sp] + (prod(win.kernel),))
-    arg = flat.argmax(axis=-1)
-    y = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
+    y, arg = None, None
+    for i, tap in _taps(v, win.kernel):
+        if y is None:
+            y, arg = np.array(tap), np.zeros(tap.shape, np.int64)
+        else:
+            better = tap > y                                          # strict: the first maximum wins
+            np.copyto(y, tap, where=better)
+            np.copyto(arg, i, where=better)
     # window tap -> input coordinate on each spatial axis
     taps = np.unravel_index(arg, win.kernel)
     spatial = x.shape[2:]
@@ -81,8 +101,7 @@ def _axis_counts(win: Window, spatial, include_pad: bool) -> np.ndarray:
 def average_pool(attrs, x):
     win = _pool_geometry("AveragePool", attrs, x.shape)
     ct = compute_dtype(x.dtype)
-    kaxes = tuple(range(-len(win.out), 0))
-    s = windows(x.astype(ct, copy=False), win, 0).sum(axis=kaxes)
+    s = _window_sum(windows(x.astype(ct, copy=False), win, 0), win.kernel)
     count = _axis_counts(win, x.shape[2:], bool(attrs.get("count_include_pad", 0)))
     with np.errstate(invalid="ignore", divide="ignore"):
         return (s / count.astype(ct)).astype(x.dtype, copy=False)
@@ -93,8 +112,7 @@ def lp_pool(attrs, x):
     win = _pool_geometry("LpPool", attrs, x.shape)
     p = float(attrs.get("p", 2))
     ct = compute_dtype(x.dtype)
-    kaxes = tuple(range(-len(win.out), 0))
-    s = (np.abs(windows(x.astype(ct, copy=False), win, 0)) ** p).sum(axis=kaxes)
+    s = _window_sum(windows(x.astype(ct, copy=False), win, 0), win.kernel, lambda t: np.abs(t) ** p)
     return (s ** (1.0 / p)).astype(x.dtype, copy=False)
 
 

@@ -186,12 +186,15 @@ def resize(attrs, x, roi=None, scales=None, sizes=None):
             raise KernelError(f"Resize: cannot resize empty axis {axis}")
         xo = _source_coords(ctm, out[axis], x.shape[axis], scale[axis], start[axis], end[axis])
         idx, w = _axis_filter(attrs, xo, x.shape[axis], scale[axis])
-        gathered = np.take(y, idx, axis=axis)                     # ..., out, T, ...
         if w is None:
-            y = gathered.squeeze(axis + 1)
+            y = np.take(y, idx[:, 0], axis=axis)
         else:
-            wshape = (1,) * axis + w.shape + (1,) * (x.ndim - axis - 1)
-            y = (gathered * w.astype(ct).reshape(wshape)).sum(axis=axis + 1)
+            wshape = (1,) * axis + (-1,) + (1,) * (x.ndim - axis - 1)
+            w = w.astype(ct)
+            acc = np.take(y, idx[:, 0], axis=axis) * w[:, 0].reshape(wshape)
+            for t in range(1, idx.shape[1]):           # tap by tap: no [..., out, taps, ...] temporary
+                acc += np.take(y, idx[:, t], axis=axis) * w[:, t].reshape(wshape)
+            y = acc
         if ctm == "tf_crop_and_resize":
             bad = (xo < 0) | (xo > F32(x.shape[axis] - 1))
             outside = outside | bad.reshape((1,) * axis + (-1,) + (1,) * (x.ndim - axis - 1))

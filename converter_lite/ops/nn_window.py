@@ -95,10 +95,9 @@ def windows(x: np.ndarray, w: Window, fill) -> np.ndarray:
     pad_width = [(0, 0)] * lead
     crop = [slice(None)] * lead
     for i in range(n):
-        need = (w.out[i] - 1) * w.strides[i] + w.effective[i] if w.out[i] > 0 else 0
-        end = max(0, need - w.pads_begin[i] - x.shape[lead + i])
-        pad_width.append((w.pads_begin[i], end))
-        crop.append(slice(0, max(need, 1)))
+        need = max(w.out[i] - 1, 0) * w.strides[i] + w.effective[i]      # padded length the windows read
+        pad_width.append((w.pads_begin[i], max(0, need - w.pads_begin[i] - x.shape[lead + i])))
+        crop.append(slice(0, need))
     if any(p != (0, 0) for p in pad_width):
         x = np.pad(x, pad_width, mode="constant", constant_values=fill)
     x = x[tuple(crop)]

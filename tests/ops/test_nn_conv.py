@@ -14,6 +14,9 @@ CONV_CASES = [
     ((2, 6, 7, 5), (6, 1, 3, 3), dict(group=6, pads=[1, 1, 1, 1])),            # depthwise
     ((2, 6, 7, 5), (12, 1, 3, 3), dict(group=6, strides=[2, 2])),              # depthwise, multiplier 2
     ((1, 5, 8, 8), (7, 5, 1, 1), {}),                                          # 1x1
+    ((2, 16, 7, 6), (8, 16, 3, 3), dict(pads=[1, 1, 1, 1])),                   # wide: tap-by-tap path
+    ((1, 16, 9, 8), (6, 8, 2, 3), dict(group=2, dilations=[2, 1], strides=[1, 2])),
+    ((1, 16, 5, 6), (16, 16, 1, 1), {}),
     ((1, 3, 5, 5), (2, 3, 5, 5), {}),                                          # kernel == input
     ((1, 2, 1, 9), (3, 2, 1, 3), dict(strides=[1, 2])),                         # size-1 dim
     ((3, 2, 17), (5, 2, 4), dict(strides=[3], pads=[2, 1])),                    # 1-D

@@ -60,7 +60,7 @@ def test_layer_normalization_broadcast_scale_no_bias_single_output(rng):
 def test_layer_normalization_stash_type_0_keeps_x_dtype_for_statistics(rng):
     # onnxruntime's type inference refuses stash_type=0; the IR gives statistics in X's dtype
     x = randn(rng, 2, 5, dtype=np.float64)
-    y, mean, inv = ours("LayerNormalization", {"x": x, "s": np.ones(5)}, 3, stash_type=0)
+    _, mean, inv = ours("LayerNormalization", {"x": x, "s": np.ones(5)}, 3, stash_type=0)
     assert mean.dtype == inv.dtype == np.float64
     np.testing.assert_allclose(mean[:, 0], x.mean(axis=1))
 
