@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_tensor import data
-from test_tensor_harness import check, check_rejects
+from test_tensor_harness import check, check_rejects, data
 
 
 @pytest.mark.parametrize("shape", [(3, 3), (2, 4, 4), (2, 3, 1, 1), (0, 2, 2), (5, 5)])

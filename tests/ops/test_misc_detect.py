@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_tensor import data, i64
-from test_tensor_harness import check, check_rejects
+from test_tensor_harness import check, check_rejects, data, i64
 
 from converter_lite.ir.core import Node, TensorType, Value
 from converter_lite.ops.registry import KernelError, infer_types

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_tensor import data
-from test_tensor_harness import check, check_rejects
+from test_tensor_harness import check, check_rejects, data
 
 
 def caches(rows, half, seed=2, batch_seq=None):

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from helpers import run_ort, single_op_model
-from test_tensor import data
-from test_tensor_harness import check_infer, ours
+from test_tensor_harness import check_infer, data, ours
 
 from converter_lite.ir.dtype import DType
 from converter_lite.ops.registry import OPS

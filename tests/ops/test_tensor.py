@@ -3,21 +3,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_tensor_harness import check, check_rejects, ours
-
-DTYPES = [np.float32, np.int64, np.bool_, np.float16]
-I64_MAX, I64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
-
-
-def data(shape, dtype=np.float32, seed=0):
-    rng = np.random.default_rng(seed)
-    if np.dtype(dtype) == np.bool_:
-        return np.asarray(rng.random(shape) > 0.5)
-    return np.asarray(rng.standard_normal(shape) * 10).astype(dtype)
-
-
-def i64(*v):
-    return np.array(v, dtype=np.int64)
+from test_tensor_harness import (
+    DTYPES,
+    I64_MAX,
+    I64_MIN,
+    check,
+    check_rejects,
+    data,
+    i64,
+    ours,
+)
 
 
 # -- Reshape / Flatten -----------------------------------------------------------------------------------------

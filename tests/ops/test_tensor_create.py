@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_tensor import DTYPES, data, i64
-from test_tensor_harness import check, check_rejects, ours
+from test_tensor_harness import DTYPES, check, check_rejects, data, i64, ours
 
 from converter_lite.ir.dtype import DType
 from converter_lite.ops.registry import KernelError

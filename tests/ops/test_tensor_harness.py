@@ -4,6 +4,7 @@
 initializers), runs it with onnxruntime, runs the registry kernel with the same inputs and attributes (ONNX
 attribute forms converted the way the importer converts them), compares outputs, then builds an IR ``Node``
 whose ``const`` inputs are constant Values and checks ``infer_types`` against the kernel's outputs.
+``data``/``i64``/``DTYPES`` are the shared input makers.
 """
 from __future__ import annotations
 
@@ -15,6 +16,21 @@ from helpers import OPSET, assert_close, run_ort, single_op_model
 import converter_lite.ops  # noqa: F401  (registers every op)
 from converter_lite.ir.core import Node, TensorType, Value
 from converter_lite.ops.registry import OPS, KernelError, evaluate, infer_types
+
+DTYPES = [np.float32, np.int64, np.bool_, np.float16]
+I64_MAX, I64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+
+
+def data(shape, dtype=np.float32, seed=0):
+    """Seeded random array (values ~ N(0, 10), cast; bool: fair coin flips)."""
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype) == np.bool_:
+        return np.asarray(rng.random(shape) > 0.5)
+    return np.asarray(rng.standard_normal(shape) * 10).astype(dtype)
+
+
+def i64(*v):
+    return np.array(v, dtype=np.int64)
 
 
 def ir_attr(v):
