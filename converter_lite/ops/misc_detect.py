@@ -9,7 +9,7 @@ import numpy as np
 
 from ..ir.core import TensorType
 from ..ir.dtype import DType
-from .registry import KernelError, reference
+from .registry import DynamicShapeError, KernelError, reference
 
 
 # -- NonMaxSuppression ---------------------------------------------------------------------------------------
@@ -69,7 +69,7 @@ def non_max_suppression(attrs, boxes, scores, max_output_boxes_per_class=None, i
 
 def _nms_infer(node):
     if any(v is not None and v.const is None for v in node.inputs):
-        raise KernelError(f"NonMaxSuppression node {node.name!r}: the output shape depends on run-time data")
+        raise DynamicShapeError(f"NonMaxSuppression node {node.name!r}: the output shape depends on run-time data")
     out = non_max_suppression(node.attrs, *(None if v is None else v.const for v in node.inputs))
     return [TensorType(DType.int64, out.shape)]
 

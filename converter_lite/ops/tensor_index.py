@@ -9,7 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.core import TensorType
-from .registry import KernelError, infer_same, normalize_axis, reference
+from .registry import (
+    DynamicShapeError,
+    KernelError,
+    infer_same,
+    normalize_axis,
+    reference,
+)
 from .tensor import as_ints, const_input, same_dtype
 
 
@@ -205,7 +211,7 @@ def compress(attrs, x, condition):
 def _nonzero_infer(node):
     v = node.inputs[0]
     if v.const is None:
-        raise KernelError(f"NonZero node {node.name!r}: the output shape depends on run-time data")
+        raise DynamicShapeError(f"NonZero node {node.name!r}: the output shape depends on run-time data")
     return [TensorType.of(nonzero({}, v.const))]
 
 

@@ -6,7 +6,7 @@ import pytest
 from test_tensor_harness import check, check_rejects, data, i64
 
 from converter_lite.ir.core import Node, TensorType, Value
-from converter_lite.ops.registry import KernelError, infer_types
+from converter_lite.ops.registry import DynamicShapeError, infer_types
 
 
 def nms_inputs(batches, classes, n, seed=0, center=False):
@@ -37,7 +37,7 @@ def test_non_max_suppression(batches, classes, n, limit, iou, score, center):
 def test_non_max_suppression_needs_constants_for_inference():
     boxes, scores = nms_inputs(1, 1, 4)
     node = Node("NonMaxSuppression", [Value("b", TensorType.of(boxes)), Value("s", const=scores)], [Value("y")])
-    with pytest.raises(KernelError, match="run-time data"):
+    with pytest.raises(DynamicShapeError, match="run-time data"):
         infer_types(node)
 
 
