@@ -42,7 +42,7 @@ def _column_bias(v: Value | None, n: int) -> np.ndarray | None:
 
 def _member(node: Node, x: Value) -> tuple[tuple, dict] | None:
     """(group signature, member info) of a combinable product reading ``x`` as its first operand."""
-    if node.op not in PRODUCTS or node.inputs[0] is not x or len(node.outputs) != 1:
+    if node.op not in PRODUCTS or node.inputs[0] is not x or len(node.outputs) != 1 or not x.type.is_static:
         return None
     w = _const(node.inputs[1])
     if w is None or w.ndim != 2 or w.dtype != x.type.dtype.np:

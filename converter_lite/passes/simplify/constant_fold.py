@@ -45,7 +45,7 @@ def is_deterministic(node: Node) -> bool:
 def static_shape_value(node: Node) -> np.ndarray | None:
     """The value of ``Shape``/``Size`` of a statically typed value (None if not such a node)."""
     x = node.inputs[0] if node.inputs else None
-    if node.op not in SHAPE_OPS or x is None or x.type is None:
+    if node.op not in SHAPE_OPS or x is None or x.type is None or not x.type.is_static:
         return None
     if node.op == "Size":
         return np.array(x.type.size, dtype=np.int64)
@@ -62,7 +62,7 @@ def _fold(node: Node) -> list[np.ndarray] | None:
         return None
     inputs = [None if v is None else v.const for v in node.inputs]
     in_bytes = sum(a.nbytes for a in inputs if a is not None)
-    out_bytes = sum(o.type.nbytes for o in node.outputs if o.type is not None)
+    out_bytes = sum(o.type.nbytes for o in node.outputs if o.type is not None and o.type.is_static)
     if out_bytes > GROWTH_FACTOR * in_bytes + GROWTH_SLACK_BYTES:
         return None
     try:

@@ -5,14 +5,16 @@ replacement with a ``GraphBuilder``).  ``apply_rules`` visits nodes from the las
 whose pattern is rooted at the node's op type in order, applies the first that matches, and repeats until
 nothing changes.  Guarantees of every applied rewrite:
 
+0. Nodes with a dynamic-shape input or output are never part of a match.
 1. It is skipped when an intermediate matched node is used outside the match (MindSpore ``OutsideRely``),
    unless the rule says its rewrite also covers those uses (``exclusive=False``).
 2. A rewrite may replace several values (it returns ``{old: new}``), e.g. an intermediate that also has
    outside users (named in ``shared``); the node order is then re-sorted.
 3. The replacement has the replaced value's dtype; a smaller, broadcastable shape gets an ``Expand``.  Any
    other mismatch, or a builder error, rolls the rewrite back (the graph is left exactly as it was).
-4. Graph outputs keep their names: a graph output is only replaced by a freshly built value, which is
-   renamed to the output's name; otherwise the rewrite is rolled back.
+4. Graph outputs keep their names and a producing node: a graph output is only replaced by a node output
+   that is not already a graph output (it takes the output's name); a rewrite that would make an output a
+   graph input or a constant is rolled back.
 """
 from __future__ import annotations
 
@@ -89,6 +91,10 @@ def apply_rules(graph: Graph, rules: Iterable[Rule], max_rounds: int = MAX_ROUND
 def try_rule(graph: Graph, rule: Rule, node: Node, on_fail: FailFn | None = None) -> bool:
     """Matches ``rule`` at ``node`` and applies the first acceptable match."""
     for m in match(rule.pattern, node.outputs[0]):
+        if not all_static(m.nodes):
+            if on_fail:
+                on_fail(rule, node, "a matched value has a dynamic shape")
+            continue
         if rule.needs_exclusive and outside_use(graph, m, rule.shared):
             if on_fail:
                 on_fail(rule, node, "an intermediate value is used outside the pattern")
@@ -102,6 +108,11 @@ def try_rule(graph: Graph, rule: Rule, node: Node, on_fail: FailFn | None = None
         if apply_match(graph, rule.rewrite, m, on_fail=lambda why: on_fail and on_fail(rule, node, why)):
             return True
     return False
+
+
+def all_static(nodes: Iterable[Node]) -> bool:
+    """Every input and output of ``nodes`` has a static shape (dynamic values are never rewritten)."""
+    return all(v is None or v.type is None or v.type.is_static for n in nodes for v in (*n.inputs, *n.outputs))
 
 
 def outside_use(graph: Graph, m: Match, shared: tuple[str, ...] = ()) -> bool:
@@ -134,7 +145,7 @@ def apply_match(graph: Graph, rewrite: Pattern | RewriteFn, m: Match,
     except (KernelError, KeyError, IndexError, ValueError) as e:
         why = f"the replacement could not be built: {e}"
     if not why:
-        why = _check_outputs(graph, repl, {id(n) for n in b.new_nodes})
+        why = _check_outputs(graph, repl)
     if why:
         for n in reversed(b.new_nodes):
             graph.remove_node(n)
@@ -155,6 +166,8 @@ def _fix_types(repl: dict, b: GraphBuilder) -> str:
         if new.type.dtype != old.type.dtype:
             return f"dtype changes from {old.type.dtype.name} to {new.type.dtype.name}"
         if new.type.shape != old.type.shape:
+            if not (new.type.is_static and old.type.is_static):
+                return "a dynamic shape would change"
             try:
                 ok = broadcast_shapes(new.type.shape, old.type.shape) == old.type.shape
             except KernelError:
@@ -166,10 +179,10 @@ def _fix_types(repl: dict, b: GraphBuilder) -> str:
     return ""
 
 
-def _check_outputs(graph: Graph, repl: dict, fresh: set[int]) -> str:
+def _check_outputs(graph: Graph, repl: dict) -> str:
     for old, new in repl.items():
         if any(o is old for o in graph.outputs):
-            if new.producer is None or id(new.producer) not in fresh or any(o is new for o in graph.outputs):
+            if new.producer is None or any(o is new for o in graph.outputs):
                 return f"graph output {old.name!r} would lose its producer"
     return ""
 

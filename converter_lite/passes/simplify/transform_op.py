@@ -12,7 +12,9 @@ Cases:
 6. An elementwise/broadcast op whose every non-constant input is ``Transpose(x_i, p)`` with the same ``p``
    (each used only by this op) -> the op on the ``x_i`` followed by one ``Transpose(p)``; constant inputs
    are transposed back at conversion time.  Done when it removes transposes (two or more inputs) or when
-   every user of the result is a Transpose (which case 1 then merges or cancels).
+   every user of the result is a Transpose (which case 1 then merges or cancels) or an elementwise op (so
+   the transpose keeps moving towards one).  Transposes only ever move towards the outputs and their
+   number never grows, so this terminates.
 """
 from __future__ import annotations
 
@@ -99,9 +101,15 @@ def sink_check(m: Match) -> MatchResult:
     if len(perms) != 1:
         return MatchResult.fail("inputs are transposed differently (or not at all)")
     users = node.outputs[0].uses
-    if len({id(t) for t in transposes}) < 2 and not (users and all(u.op == "Transpose" for u, _ in users)):
-        return MatchResult.fail("moving the transpose would not remove one")
+    onward = users and all(u.op == "Transpose" or _is_elementwise(u) for u, _ in users)
+    if len({id(t) for t in transposes}) < 2 and not onward:
+        return MatchResult.fail("moving the transpose would not remove one, nor bring it closer to one")
     return MatchResult()
+
+
+def _is_elementwise(node: Node) -> bool:
+    d = OPS.get(node.op)
+    return d is not None and d.kind <= OpKind.BROADCAST and len(node.outputs) == 1
 
 
 def sink_transposes(m: Match, b: GraphBuilder) -> Value:
