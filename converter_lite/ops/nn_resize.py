@@ -6,7 +6,8 @@ Geometry: with ``scales``, ``out[a] = floor(in[a] * scale[a])``; with ``sizes``,
 
 Each resized axis maps output index ``x`` to a source coordinate ``x_orig`` (``coordinate_transformation_mode``,
 float32 arithmetic like onnxruntime), e.g. half_pixel ``(x + 0.5) / scale - 0.5``, align_corners
-``x * (in - 1) / (out - 1)``, tf_crop_and_resize ``start * (in - 1) + x * (end - start) * (in - 1) / (out - 1)``
+``x * (in - 1) / (out - 1)`` (the integer output length, as onnxruntime; ONNX's reference implementation
+uses ``scale * in`` there), tf_crop_and_resize ``start * (in - 1) + x * (end - start) * (in - 1) / (out - 1)``
 (coordinates outside ``[0, in - 1]`` give ``extrapolation_value``).  The axis is then resampled by a small
 filter: ``out = sum_t w[x, t] * in[idx[x, t]]``:
 
