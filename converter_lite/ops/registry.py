@@ -182,6 +182,9 @@ _DTYPE_RULES: dict[str, Callable[[Node], list[DType]]] = {
     "RandomUniformLike": lambda n: [_attr_dtype(n, "dtype", n.inputs[0].type.dtype)],
     "Bernoulli": lambda n: [_attr_dtype(n, "dtype", n.inputs[0].type.dtype)],
     "Multinomial": lambda n: [_attr_dtype(n, "dtype", DType.int32)],
+    "MatMulInteger": lambda n: [DType.int32],
+    "LayerNormalization": lambda n: [n.inputs[0].type.dtype] + [
+        DType.float32 if n.attrs.get("stash_type", 1) == 1 else n.inputs[0].type.dtype] * 2,
 }
 
 
