@@ -24,7 +24,7 @@ from ..ir.builder import fresh_name
 from ..ir.core import Graph, Node, TensorType, Value
 from ..ops.registry import OPS, DynamicShapeError, KernelError, evaluate_node, infer_dynamic, infer_types
 from .legacy import LEGACY, constant_node_value
-from .protos import attribute_value, load_onnx, tensor_to_array, value_info_type
+from .protos import attribute_value, c_array, load_onnx, tensor_to_array, value_info_type
 
 log = logging.getLogger("converter_lite")
 
@@ -61,7 +61,7 @@ class _Emitter:
         self.dynamic: list[str] = []     # nodes whose output shapes are only known at run time
 
     def const(self, array: np.ndarray, name: str | None = None) -> Value:
-        return Value(name or fresh_name("const"), const=np.ascontiguousarray(array))
+        return Value(name or fresh_name("const"), const=c_array(array))
 
     def emit(self, op: str, inputs: list, attrs: dict, n_outputs: int = 1, name: str | None = None,
              out_names: list[str] | None = None) -> list[Value]:
@@ -80,6 +80,13 @@ class _Emitter:
                                  f"{e}") from None
         for o, t in zip(outs, types):
             o.type = t
+        if op in ("Shape", "Size") and inputs[0].type.shape is not None:
+            # in a static graph the shape of any value is a constant, whatever its data
+            node.detach()
+            stand_in = np.broadcast_to(np.zeros((), inputs[0].type.dtype.np), inputs[0].type.shape)
+            outs[0].const = evaluate_node(node, [stand_in])[0]
+            outs[0].type = TensorType.of(outs[0].const)
+            return outs
         if self.fold and self._foldable(node):
             try:
                 with np.errstate(all="ignore"):
@@ -90,7 +97,7 @@ class _Emitter:
                                      f"inputs: {e}") from None
             node.detach()
             for o, a in zip(outs, arrays):
-                o.const = np.ascontiguousarray(a.astype(o.type.dtype.np, copy=False))
+                o.const = c_array(a.astype(o.type.dtype.np, copy=False))
                 o.type = TensorType(o.type.dtype, tuple(o.const.shape))
                 o.producer = None
             return outs
@@ -287,7 +294,7 @@ class _GraphImporter:
             if v is not None:
                 attrs[a.name] = v
         if n.op_type == "Constant":
-            self.env[n.output[0]] = Value(n.output[0], const=np.ascontiguousarray(constant_node_value(attrs)))
+            self.env[n.output[0]] = Value(n.output[0], const=c_array(constant_node_value(attrs)))
             return
         inputs = [self.env[i] if i else None for i in n.input]
         while inputs and inputs[-1] is None:

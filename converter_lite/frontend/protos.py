@@ -44,6 +44,12 @@ def load_onnx(path) -> onnx.ModelProto:
     return model
 
 
+def c_array(a) -> np.ndarray:
+    """C-contiguous copy only if needed; unlike np.ascontiguousarray, keeps 0-d arrays 0-d."""
+    a = np.asarray(a)
+    return a if a.flags.c_contiguous else np.array(a, order="C")
+
+
 def tensor_to_array(t: onnx.TensorProto, where: str) -> np.ndarray:
     try:
         DType(t.data_type)
@@ -58,7 +64,7 @@ def tensor_to_array(t: onnx.TensorProto, where: str) -> np.ndarray:
         raise ConverterError(RET_GRAPH_FILE_ERR, f"{where}: tensor {t.name!r} cannot be read: {e}") from None
     if arr.dtype.kind in "SU":
         arr = arr.astype(object)
-    return np.ascontiguousarray(arr)
+    return c_array(arr)
 
 
 def attribute_value(a: AttributeProto, where: str):
