@@ -24,6 +24,7 @@ CONV_CASES = [
     ((1, 2, 5, 6, 7), (3, 2, 3, 2, 3), dict(strides=[1, 2, 2], pads=[1, 0, 1, 1, 1, 0])),   # 3-D
     ((1, 4, 4, 5, 3), (4, 2, 2, 2, 2), dict(group=2, dilations=[2, 2, 1])),      # 3-D grouped dilated
     ((1, 3, 10, 10), (2, 3, 2, 2), dict(strides=[4, 3])),                       # stride > kernel
+    ((1, 3, 10, 11), (2, 3, 2, 2), dict(strides=[4, 3], auto_pad="SAME_UPPER")),  # ... and no SAME padding
     ((2, 3, 9, 7), (4, 3, 3, 2), dict(auto_pad="SAME_UPPER", strides=[2, 3])),
     ((2, 3, 9, 7), (4, 3, 3, 2), dict(auto_pad="SAME_LOWER", strides=[2, 3])),
     ((2, 3, 8, 6), (4, 3, 4, 3), dict(auto_pad="SAME_LOWER", strides=[1, 1])),
