@@ -52,6 +52,8 @@ _ERFC_H = (0.21080636420937404, -0.1115210090910029, 0.05611047801725213, -0.027
 PIO2_HI = 1.570796325802803
 PIO2_MID = 9.920935791635221e-10
 PIO2_LO = 5.170182981794105e-19
+# beyond this the 3-part reduction loses accuracy: sin/cos give NaN rather than wrong numbers (documented limit)
+SINCOS_MAX = float(2 ** 24)
 
 
 class MathEmitter:
@@ -264,7 +266,8 @@ class MathEmitter:
         y_odd = b.and_(y_int, b.fcmp_ordered("!=", self.call1("llvm.floor", half), half))
         neg = self.lt(xd, 0.0)
         r = self.sel(b.and_(neg, y_odd), b.fneg(mag), mag)
-        r = self.sel(b.and_(neg, b.not_(y_int)), math.nan, r)
+        finite_x = self.lt(ax, math.inf)
+        r = self.sel(b.and_(b.and_(neg, finite_x), b.not_(y_int)), math.nan, r)    # pow(-inf, 1.7) = inf
         # |x| == 1 and y = ±inf -> 1 (C99), x == 1 -> 1 even for NaN y, y == 0 -> 1 even for NaN x
         unit = b.or_(self.eq(xd, 1.0), b.or_(self.eq(yd, 0.0), b.and_(self.eq(ax, 1.0),
                                                                          self.eq(self.call1("llvm.fabs", yd), math.inf))))
@@ -288,6 +291,7 @@ class MathEmitter:
         c = self.fma(b.fmul(r2, r2), self.horner(r2, _COS_P), self.fma(r2, self.c(F64, -0.5), self.c(F64, 1.0)))
         qf = self.fma(self.call1("llvm.floor", b.fmul(j, self.c(F64, 0.25))), self.c(F64, -4.0), j)  # j mod 4
         q = b.fptosi(qf, I64)
+        finite = b.and_(finite, self.lt(self.call1("llvm.fabs", xd), SINCOS_MAX))
         if want_cos:
             q = b.and_(b.add(q, ir.Constant(I64, 1)), ir.Constant(I64, 3))
         use_cos = b.trunc(q, ir.IntType(1))                               # q odd -> the other polynomial

@@ -133,7 +133,8 @@ def _mod(sc, x, y):
 
 
 def _pow_int(sc: ScalarCall, x, e):
-    """Integer x**e by square-and-multiply over the 64 bits of e (negative e -> 0 unless |x| == 1)."""
+    """Integer x**e by square-and-multiply over the bits of e (wrapping); negative e as the reference does:
+    float64 pow truncated back."""
     b = sc.b
     ty = x.type
     acc, base = ir.Constant(ty, 1), x
@@ -143,11 +144,10 @@ def _pow_int(sc: ScalarCall, x, e):
         acc = b.select(take, b.mul(acc, base), acc)
         base = b.mul(base, base)
     neg = b.icmp_signed("<", ee, ir.Constant(ty, 0))
-    one, minus_one = ir.Constant(ty, 1), ir.Constant(ty, -1)
-    odd = b.trunc(ee, I1)
-    neg_val = b.select(b.icmp_signed("==", x, one), one,
-                       b.select(b.icmp_signed("==", x, minus_one), b.select(odd, minus_one, one), ir.Constant(ty, 0)))
-    return b.select(neg, neg_val, acc)
+    xf = b.uitofp(x, F64) if is_unsigned(sc.in_dtypes[0]) else b.sitofp(x, F64)
+    ef = b.uitofp(e, F64) if is_unsigned(sc.in_dtypes[1]) else b.sitofp(e, F64)
+    as_float = _float_to_int(sc, sc.math.pow(xf, ef), sc.in_dtypes[0])      # negative powers: via float64
+    return b.select(neg, as_float, acc)
 
 
 @emitter("Pow")
@@ -176,9 +176,8 @@ def _pow(sc, x, y):
             return b.fmul(b.fmul(x, x), x)
         if k == -1.0:
             return b.fdiv(one, x)
-        if k == 0.5:
-            inf = sc.fconst(math.inf, x)
-            return b.select(b.fcmp_ordered("==", x, b.fneg(inf)), inf, sc.math.call1("llvm.sqrt", x))
+        if k == 0.5:                                          # numpy's scalar fast path: sqrt(-inf) = NaN
+            return sc.math.call1("llvm.sqrt", x)
     return sc.math.pow(x, y)
 
 

@@ -1,0 +1,137 @@
+"""Micro-benchmark of fused elementwise native kernels against the memory-copy floor and onnxruntime.
+
+    python -m converter_lite.tools.bench_kernels [--size 4096] [--threads 2] [--rounds 15]
+
+Kernels (float32 [size, size]):
+    chain      Y = Tanh(X*0.5 + 0.1) * 2
+    tanh_gelu  Y = 0.5*X*(1 + Tanh(sqrt(2/pi)*(X + 0.044715*X^3)))
+Each round times, interleaved: the native kernel (``--threads`` threads), one single-threaded ``np.copyto`` of
+the same bytes (the floor the SPEC compares with), and onnxruntime (ORT_ENABLE_ALL, same thread count) on the
+same chain as an ONNX model.  Prints medians and ratios.  Not a test: run it on a quiet machine.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import tempfile
+import time
+
+import numpy as np
+
+from ..codegen import build_kernels
+from ..ir.builder import GraphBuilder
+from ..ir.core import Graph, TensorType, Value
+from ..ir.dtype import DType
+from ..runtime.native import NativeLibrary
+
+
+def _chain(b: GraphBuilder, x):
+    return b.op("Tanh", x * 0.5 + 0.1) * 2.0
+
+
+def _tanh_gelu(b: GraphBuilder, x):
+    inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
+    return x * 0.5 * (b.op("Tanh", inner) + 1.0)
+
+
+KERNELS = {"chain": _chain, "tanh_gelu": _tanh_gelu}
+
+
+def make_graph(name: str, shape: tuple[int, ...]) -> Graph:
+    import converter_lite.ops  # noqa: F401  (registers the op table used by the builder)
+    g = Graph(name)
+    x = Value("X", TensorType(DType.float32, shape))
+    g.inputs = [x]
+    b = GraphBuilder(g)
+    g.outputs = [KERNELS[name](b, b.wrap(x)).v]
+    return g
+
+
+def onnx_session(graph: Graph, threads: int):
+    """The same sub-graph as an onnxruntime session (ORT_ENABLE_ALL)."""
+    import onnx.helper as oh                     # only this tool needs onnx, to feed onnxruntime
+    import onnx.numpy_helper as onh
+    import onnxruntime as ort
+
+    names: dict[int, str] = {}
+
+    def name(v):
+        if id(v) not in names:
+            names[id(v)] = v.name if v in graph.inputs else f"v{len(names)}"
+        return names[id(v)]
+
+    nodes, inits = [], []
+    for n in graph.nodes:
+        for v in n.inputs:
+            if v is not None and v.const is not None and id(v) not in names:
+                inits.append(onh.from_array(np.asarray(v.const), name(v)))
+        nodes.append(oh.make_node(n.op, [name(v) for v in n.inputs], [name(o) for o in n.outputs], **n.attrs))
+    x, y = graph.inputs[0], graph.outputs[0]
+    io = [oh.make_tensor_value_info(name(v), 1, list(v.shape)) for v in (x, y)]
+    model = oh.make_model(oh.make_graph(nodes, "bench", [io[0]], [io[1]], initializer=inits),
+                          opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    out = np.empty(y.shape, np.float32)
+    binding = sess.io_binding()
+    return sess, binding, name(x), name(y), out
+
+
+def _time(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", type=int, default=4096)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--no-ort", action="store_true")
+    args = ap.parse_args(argv)
+    shape = (args.size, args.size)
+    graphs = {k: make_graph(k, shape) for k in KERNELS}
+    with tempfile.TemporaryDirectory() as cache:
+        t0 = time.perf_counter()
+        bundle = build_kernels(list(graphs.items()), cache_dir=cache, num_threads_hint=args.threads)
+        build_s = time.perf_counter() - t0
+    lib = NativeLibrary.from_sections(bundle.sections, num_threads=args.threads)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    y = np.empty_like(x)
+    dst = np.empty_like(x)
+    results = {}
+    mb = x.nbytes / 1e6
+    print(f"float32 {list(shape)} ({mb:.0f} MB in, {mb:.0f} MB out), native threads={args.threads}, "
+          f"build {build_s * 1e3:.0f} ms")
+    for name, g in graphs.items():
+        run = lib.kernel(name).bind([x], [y])
+        timers = {"native": run, "np.copyto": lambda: np.copyto(dst, x)}
+        if not args.no_ort:
+            sess, binding, xin, yout, out = onnx_session(g, args.threads)
+            binding.bind_cpu_input(xin, x)
+            binding.bind_output(yout, "cpu", 0, np.float32, list(shape), out.ctypes.data)
+            timers["onnxruntime"] = lambda s=sess, bd=binding: s.run_with_iobinding(bd)
+        for fn in timers.values():                          # warm up (page faults, thread pools)
+            fn()
+        samples: dict[str, list[float]] = {k: [] for k in timers}
+        for _ in range(args.rounds):
+            for k, fn in timers.items():
+                samples[k].append(_time(fn))
+        med = {k: statistics.median(v) for k, v in samples.items()}
+        results[name] = med
+        line = "  ".join(f"{k} {v * 1e3:7.2f} ms" for k, v in med.items())
+        ratios = f"native/copy {med['native'] / med['np.copyto']:.2f}x"
+        if "onnxruntime" in med:
+            ratios += f", onnxruntime/native {med['onnxruntime'] / med['native']:.2f}x"
+        print(f"{name:10s} {line}   ({ratios})")
+    return results
+
+
+if __name__ == "__main__":
+    main()
