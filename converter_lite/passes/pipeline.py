@@ -91,6 +91,7 @@ FUSION_SWITCH_ALIASES: dict[str, tuple[str, ...]] = {
 # -- pass modules (registration side effects); each engineer adds the import of their pass module here --------
 from . import empty  # noqa: F401
 from . import expand  # noqa: E402,F401  (graph_kernel_expander)
+from .fuse import cluster, redundant_output  # noqa: E402,F401  (graph_kernel_cluster, eliminate_redundant_output)
 from .simplify import arith, constant_fold, cse, transform_op  # noqa: E402,F401  (opt_level 2 simplify)
 from .rewrite import (add_layer_norm, add_rms_norm, attention, conv_bn, gelu, layer_norm,  # noqa: E402,F401
                       matmul_biasadd, matmul_gelu, matmul_relu, shape_reshape, split_concat, transpose_matmul)
