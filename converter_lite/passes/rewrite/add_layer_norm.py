@@ -18,7 +18,7 @@ PATTERN = op.LayerNormalization(op.Add(Var("a"), Var("b"), bind="add"), Var("sca
 def check(m: Match) -> MatchResult:
     if not is_float(m.node("add").outputs[0]):
         return MatchResult.fail("the sum is not floating point")
-    if not unused_extra_outputs(m.node("ln")):
+    if not unused_extra_outputs(m, m.node("ln")):
         return MatchResult.fail("LayerNormalization's Mean/InvStdDev outputs are used")
     return MatchResult()
 

@@ -65,5 +65,7 @@ def scalar_value(v: Value | None) -> float | None:
     return float(np.asarray(v.const).reshape(-1)[0])
 
 
-def unused_extra_outputs(node: Node) -> bool:
-    return all(not o.uses for o in node.outputs[1:])
+def unused_extra_outputs(m: Match, node: Node) -> bool:
+    """No output of ``node`` but the first is used or returned."""
+    outs = {id(v) for v in m.graph.outputs} if m.graph is not None else set()
+    return all(not o.uses and id(o) not in outs for o in node.outputs[1:])

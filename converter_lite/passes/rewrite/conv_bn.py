@@ -28,7 +28,7 @@ def check(m: Match) -> MatchResult:
     bn = m.node("bn")
     if bn.attrs.get("training_mode", 0):
         return MatchResult.fail("BatchNormalization is in training mode")
-    if not unused_extra_outputs(bn):
+    if not unused_extra_outputs(m, bn):
         return MatchResult.fail("BatchNormalization's running statistics are used")
     if m["b"] is not None and not m["b"].is_const:
         return MatchResult.fail("the Conv bias is not a constant")

@@ -55,12 +55,14 @@ class MatchResult:
 
 class Match:
     """Bindings of one successful match: ``m["x"]`` is a Value, ``m.node("r")`` a Node, ``m.root`` the
-    root node and ``m.nodes`` every matched node (inputs before users)."""
+    root node, ``m.nodes`` every matched node (inputs before users) and ``m.graph`` the graph matched in
+    (set by the rule driver before ``check`` runs)."""
 
     def __init__(self, values=None, named=None, nodes=None):
         self.values: dict[str, Value | None] = dict(values or {})
         self.named: dict[str, Node] = dict(named or {})
         self.nodes: list[Node] = list(nodes or [])
+        self.graph = None
 
     def copy(self) -> "Match":
         return Match(self.values, self.named, self.nodes)

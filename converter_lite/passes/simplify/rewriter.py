@@ -91,6 +91,7 @@ def apply_rules(graph: Graph, rules: Iterable[Rule], max_rounds: int = MAX_ROUND
 def try_rule(graph: Graph, rule: Rule, node: Node, on_fail: FailFn | None = None) -> bool:
     """Matches ``rule`` at ``node`` and applies the first acceptable match."""
     for m in match(rule.pattern, node.outputs[0]):
+        m.graph = graph
         if not all_static(m.nodes):
             if on_fail:
                 on_fail(rule, node, "a matched value has a dynamic shape")

@@ -128,6 +128,13 @@ def sink_transposes(m: Match, b: GraphBuilder) -> Value:
     return b.node("Transpose", inner, perm=perm).outputs[0]
 
 
+RESHAPE_RULES = (      # cases 5 and 4
+    Rule("identity_reshape", OpPattern(RESHAPE_LIKE, (X, ...)), X, check=same_shape),
+    Rule("merge_reshapes", OpPattern(RESHAPE_LIKE, (OpPattern(RESHAPE_LIKE, (X, ...)), ...)),
+         to_final_shape, exclusive=False),
+)
+
+
 def transform_rules() -> list[Rule]:
     elementwise = tuple(name for name, d in OPS.items() if d.kind <= OpKind.BROADCAST)
     inner_t = op.Transpose(X, bind="t1")
@@ -135,9 +142,7 @@ def transform_rules() -> list[Rule]:
         Rule("merge_transposes", op.Transpose(inner_t, bind="t2"), merge_transposes, exclusive=False),
         Rule("identity_transpose", op.Transpose(X), X, check=is_identity_perm),
         Rule("transpose_to_reshape", op.Transpose(X), to_final_shape, check=moves_only_unit_dims),
-        Rule("identity_reshape", OpPattern(RESHAPE_LIKE, (X, ...)), X, check=same_shape),
-        Rule("merge_reshapes", OpPattern(RESHAPE_LIKE, (OpPattern(RESHAPE_LIKE, (X, ...)), ...)),
-             to_final_shape, exclusive=False),
+        *RESHAPE_RULES,
         Rule("sink_transposes", OpPattern(elementwise, (...,)), sink_transposes, check=sink_check,
              exclusive=False),
     ]
