@@ -1,0 +1,191 @@
+"""Lowering of whole sub-graphs: broadcasting by index maps, reductions over inner/outer/multiple axes with
+keepdims 0/1, index-map ops, stitched reduce+broadcast chains (softmax, layer norm), multiple outputs, empty
+tensors and zero-size dims, and multi-threaded execution (same results for 1 and 2 threads)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codegen_testutil import F16, F32, F64, I32, I64, Case, build_library, check_case, make_graph, random_array
+from converter_lite.codegen import UnsupportedOpError, build_kernels, check_supported
+from converter_lite.codegen.lower import MapStage, plan_kernel
+
+pytestmark = pytest.mark.needs_cc
+REDUCE_OPS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1",
+              "ReduceL2", "ReduceLogSum")
+AXES = {"inner": (-1,), "outer": (0,), "middle": (1,), "inner2": (1, 2), "outer_inner": (0, 2), "all": None}
+
+
+def _axes(b, axes):
+    return None if axes is None else b.const(np.array(axes, np.int64))
+
+
+def _positive(shape_dt):
+    def gen(rng):
+        return [random_array(rng, dt, s, specials=False, positive=True) for dt, s in shape_dt]
+    return gen
+
+
+def _cases() -> list[Case]:
+    cases = []
+
+    def add(name, in_types, fn, **kw):
+        cases.append(Case(name, make_graph(name, in_types, fn), **kw))
+
+    shape = (5, 7, 33)
+    for op in REDUCE_OPS:
+        for tag, axes in AXES.items():
+            for keep in (0, 1):
+                kw = {}
+                if op in ("ReduceLogSum", "ReduceProd"):
+                    kw["inputs"] = _positive([(F32, shape)])
+                if op == "ReduceProd":
+                    kw["inputs"] = lambda rng: [rng.uniform(0.8, 1.2, shape).astype(np.float32)]
+                add(f"{op}_{tag}_k{keep}", [(F32, shape)],
+                    lambda b, x, op=op, axes=axes, keep=keep: b.op(op, x, _axes(b, axes), keepdims=keep), **kw)
+    for dt in (F16, F64, I32, I64):
+        for tag in ("inner", "outer", "outer_inner"):
+            for op in ("ReduceSum", "ReduceMax", "ReduceMean"):
+                add(f"{op}_{tag}_{dt.name}", [(dt, (6, 4, 19))],
+                    lambda b, x, op=op, tag=tag: b.op(op, x, _axes(b, AXES[tag]), keepdims=1))
+    add("ReduceSum_noop", [(F32, (3, 5))],
+        lambda b, x: b.op("ReduceSumSquare", x, None, keepdims=1, noop_with_empty_axes=1))
+    # NaN/inf inside reductions (the default inputs carry them): max/min propagate NaN
+    add("ReduceMax_nan", [(F32, (4, 40))], lambda b, x: b.op("ReduceMax", x, _axes(b, (1,)), keepdims=0))
+    # empty tensors and zero-size dims
+    add("ewise_empty", [(F32, (0, 7))], lambda b, x: b.op("Exp", x) * 2.0)
+    add("reduce_empty_axis", [(F32, (3, 0))], lambda b, x: b.op("ReduceSum", x, _axes(b, (1,)), keepdims=1))
+    add("reduce_empty_max", [(F32, (0, 4))], lambda b, x: b.op("ReduceMax", x, _axes(b, (0,)), keepdims=0))
+    add("reduce_empty_mean", [(F32, (2, 0, 3))], lambda b, x: b.op("ReduceMean", x, _axes(b, (1,)), keepdims=0))
+    add("reduce_empty_out", [(F32, (0, 5))], lambda b, x: b.op("ReduceSum", x, _axes(b, (1,)), keepdims=0))
+    add("scalar_rank0", [(F32, ()), (F32, (3,))], lambda b, x, y: b.op("Sigmoid", x) + y)
+    # broadcasting by index maps (no materialization)
+    add("bias_add_relu", [(F32, (2, 3, 4, 17)), (F32, (3, 1, 1))], lambda b, x, y: b.op("Relu", x + y))
+    add("outer_product", [(F32, (9, 1)), (F32, (1, 13))], lambda b, x, y: x * y - 1.0)
+    add("const_tensor", [(F32, (4, 6))], lambda b, x: x * b.const(np.arange(6, dtype=np.float32)) + 1.0)
+    # index maps fused with elementwise ops
+    add("transpose", [(F32, (3, 4, 5))], lambda b, x: b.op("Transpose", x * 2.0, perm=(2, 0, 1)) + 1.0)
+    add("transpose_default", [(F32, (3, 4, 5))], lambda b, x: b.op("Transpose", b.op("Neg", x)))
+    add("reshape", [(F32, (6, 10))], lambda b, x: b.op("Reshape", x + 1.0, b.const(np.array([3, 4, 5], np.int64)))
+        * b.const(np.arange(5, dtype=np.float32)))
+    add("squeeze_unsqueeze", [(F32, (4, 1, 7))], lambda b, x: b.op(
+        "Unsqueeze", b.op("Squeeze", x, b.const(np.array([1], np.int64))), b.const(np.array([0], np.int64))) * 3.0)
+    add("flatten", [(F32, (2, 3, 5))], lambda b, x: b.op("Flatten", b.op("Exp", x), axis=1))
+    add("expand", [(F32, (3, 1))], lambda b, x: b.op("Expand", x, b.const(np.array([2, 3, 8], np.int64))) - 0.5)
+    add("slice", [(F32, (10, 12))], lambda b, x: b.op(
+        "Slice", x, b.const(np.array([1, -2], np.int64)), b.const(np.array([9, -100], np.int64)),
+        b.const(np.array([0, 1], np.int64)), b.const(np.array([2, -3], np.int64))) * 2.0)
+    add("slice_clamp", [(F32, (5, 6))], lambda b, x: b.op(
+        "Slice", b.op("Abs", x), b.const(np.array([-100], np.int64)), b.const(np.array([100], np.int64))))
+    add("concat", [(F32, (2, 3)), (F32, (2, 5)), (F32, (2, 0))], lambda b, x, y, z: b.op(
+        "Concat", b.op("Exp", x), y * 2.0, z, axis=1) + 1.0)
+    add("concat_outer", [(F32, (2, 3)), (F32, (4, 3))], lambda b, x, y: b.op("Concat", x, y, axis=0) * x.v.type.shape[0])
+    add("split", [(F32, (3, 10))], lambda b, x: [b.wrap(v) * 2.0 for v in b.node(
+        "Split", x, b.const(np.array([4, 6], np.int64)), n_outputs=2, axis=1).outputs])
+    add("tile", [(F32, (2, 3))], lambda b, x: b.op("Tile", x, b.const(np.array([2, 3], np.int64))) + 1.0)
+    add("int_bool_mix", [(I32, (4, 9)), (F32, (9,))], lambda b, x, y: b.op(
+        "Where", b.op("Greater", b.op("Cast", x, to=1), y), b.op("Cast", x, to=1), y))
+    # stitched reduce + broadcast chains
+    add("softmax", [(F32, (6, 129))], _softmax)
+    add("layer_norm", [(F32, (4, 8, 65)), (F32, (65,)), (F32, (65,))], _layer_norm,
+        inputs=lambda rng: [random_array(rng, F32, (4, 8, 65), specials=False),
+                            random_array(rng, F32, (65,), specials=False), random_array(rng, F32, (65,))])
+    add("multi_out", [(F32, (7, 9)), (F32, (9,))], lambda b, x, y: [
+        b.op("Tanh", x + y), b.op("ReduceSum", x * y, _axes(b, (0,)), keepdims=0), x, b.op("ReduceMax", x)])
+    add("output_is_input", [(F32, (3,))], lambda b, x: [x, x * 2.0])
+    add("reduce_feeds_reduce", [(F32, (4, 6, 10))], lambda b, x: b.op(
+        "ReduceMax", b.op("ReduceSum", x, _axes(b, (2,)), keepdims=0), _axes(b, (0,)), keepdims=1))
+    add("f16_chain", [(F16, (3, 50)), (F16, (50,))], lambda b, x, y: b.op(
+        "ReduceMean", b.op("Exp", (x - y) * 0.25), _axes(b, (1,)), keepdims=1))
+    return cases
+
+
+def _softmax(b, x):
+    m = b.op("ReduceMax", x, b.const(np.array([-1], np.int64)), keepdims=1)
+    e = b.op("Exp", x - m)
+    return e / b.op("ReduceSum", e, b.const(np.array([-1], np.int64)), keepdims=1)
+
+
+def _layer_norm(b, x, gamma, beta):
+    ax = b.const(np.array([-1], np.int64))
+    mean = b.op("ReduceMean", x, ax, keepdims=1)
+    d = x - mean
+    var = b.op("ReduceMean", d * d, ax, keepdims=1)
+    return d / b.op("Sqrt", var + 1e-5) * gamma + beta
+
+
+CASES = _cases()
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    return build_library(CASES, str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_kernel_matches_reference(lib, case, rng):
+    check_case(lib, case, rng)
+
+
+# -- threads ---------------------------------------------------------------------------------------------------
+THREADED = [
+    Case("t_ewise", make_graph("t_ewise", [(F32, (301, 257))], lambda b, x: b.op("Sigmoid", x) * x)),
+    Case("t_bcast", make_graph("t_bcast", [(F32, (3, 97, 211)), (F32, (97, 1))], lambda b, x, y: x * y + 1.0)),
+    Case("t_softmax", make_graph("t_softmax", [(F32, (257, 130))], _softmax)),
+    Case("t_reduce_outer", make_graph("t_reduce_outer", [(F32, (300, 77))],
+                                      lambda b, x: b.op("ReduceSum", x, _axes(b, (0,)), keepdims=1))),
+    Case("t_reduce_all", make_graph("t_reduce_all", [(F32, (40, 50))], lambda b, x: b.op("ReduceMax", x))),
+    Case("t_small", make_graph("t_small", [(F32, (3,))], lambda b, x: x + 1.0)),
+]
+
+
+@pytest.fixture(scope="module")
+def threaded_lib(tmp_path_factory):
+    return build_library(THREADED, str(tmp_path_factory.mktemp("cache_t")), num_threads=2, parallel_threshold=1)
+
+
+@pytest.mark.parametrize("case", THREADED, ids=[c.name for c in THREADED])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_threads_give_the_same_result(threaded_lib, case, threads, rng):
+    # a full reduction has no kept axis to split: it stays on one thread
+    assert threaded_lib.kernel(case.name).parallel == (case.name != "t_reduce_all")
+    check_case(threaded_lib, case, rng, num_threads=threads)
+
+
+def test_small_kernels_stay_single_threaded(tmp_path):
+    case = THREADED[0]
+    bundle = build_kernels([(case.name, case.graph)], cache_dir=str(tmp_path), num_threads_hint=2,
+                           parallel_threshold=10 ** 9)
+    assert not bundle.specs[case.name].parallel
+    bundle = build_kernels([(case.name, case.graph)], cache_dir=str(tmp_path), num_threads_hint=1,
+                           parallel_threshold=1)
+    assert not bundle.specs[case.name].parallel
+
+
+# -- planning ----------------------------------------------------------------------------------------------------
+def test_same_shape_chains_use_the_flat_fast_path():
+    g = make_graph("flat", [(F32, (8, 16)), (F32, ())], lambda b, x, s: b.op("Tanh", x * s + 0.1) * 2.0)
+    (stage,) = plan_kernel(g).stages
+    assert isinstance(stage, MapStage) and stage.flat
+    g = make_graph("nest", [(F32, (8, 16)), (F32, (16,))], lambda b, x, y: x + y)
+    (stage,) = plan_kernel(g).stages
+    assert not stage.flat
+
+
+def test_softmax_plan_materializes_only_the_reductions():
+    g = make_graph("sm", [(F32, (4, 8))], _softmax)
+    plan = plan_kernel(g)
+    assert [type(s).__name__ for s in plan.stages] == ["ReduceStage", "ReduceStage", "MapStage"]
+    assert len(plan.temps) == 2
+
+
+def test_unsupported_op_names_the_op(tmp_path):
+    g = make_graph("bad", [(F32, (4, 4))], lambda b, x: b.op("Atan", x) + 1.0)
+    with pytest.raises(UnsupportedOpError) as e:
+        check_supported(g, "bad")
+    assert e.value.op == "Atan" and "Atan" in str(e.value) and e.value.kernel == "bad"
+    with pytest.raises(UnsupportedOpError):
+        build_kernels([("bad", g)], cache_dir=str(tmp_path))
+    ok = make_graph("ok", [(F32, (4,))], lambda b, x: x + 1.0)
+    bundle = build_kernels([("bad", g), ("ok", ok)], cache_dir=str(tmp_path), on_unsupported="skip")
+    assert list(bundle.specs) == ["ok"] and "Atan" in bundle.skipped["bad"]
