@@ -1,7 +1,8 @@
 """``graph_kernel_expander``: rewrites composite ops into basic ops so that they can be clustered.
 
 For every node (in graph order; nodes created by an expansion are not revisited) whose op is in
-``ctx.config.expand_ops(DEFAULT_EXPAND)`` and has an expander:
+``ctx.config.expand_ops(DEFAULT_EXPAND)``, has an expander, and whose values all have static shapes
+(MindSpore does not expand a node lacking shape info):
 
 1. the expander emits basic ops before the node through a ``GraphBuilder``;
 2. if it raises ``Declined`` (or emits an op whose shape inference fails) the emitted ops are removed and the
@@ -58,8 +59,9 @@ class ExpandOpsPass(Pass):
         return total > 0
 
     def _expand(self, graph: Graph, node: Node, ctx: PassContext) -> bool:
-        if any(v is not None and v.type is None for v in node.inputs):
-            ctx.log.debug("node %r (%s) has an input without type info; not expanded", node.name, node.op)
+        values = [v for v in (*node.inputs, *node.outputs) if v is not None]
+        if any(v.type is None or not v.type.is_static for v in values):
+            ctx.log.debug("node %r (%s) has a value without a static shape; not expanded", node.name, node.op)
             return False
         b = GraphBuilder(graph, insert_before=node, name_prefix=node.name or node.op)
         try:

@@ -104,8 +104,9 @@ class Area:
 
     @property
     def compute_size(self) -> int:
-        """Element count of the dominant node's first output."""
-        return self.dom.outputs[0].type.size
+        """Element count of the dominant node's first output (-1 when its shape is only known at run time)."""
+        t = self.dom.outputs[0].type
+        return t.size if t is not None and t.is_static else -1
 
     @property
     def input_num(self) -> int:

@@ -1,7 +1,8 @@
 """``graph_kernel_cluster``: groups clusterable basic ops into fused kernels (GraphKernel nodes).
 
 1. A node is clusterable when its op is in ``ctx.config.cluster_ops(DEFAULT_CLUSTER)``, the op table does
-   not mark it OPAQUE, it is deterministic, and its static inputs (shapes, axes) are constants.
+   not mark it OPAQUE, it is deterministic, its static inputs (shapes, axes) are constants, and every value it
+   reads or writes has a static shape (dynamic-shape values run unfused).
 2. The split model (``split_model.py``) runs the CPU fusion patterns (``patterns.py``) over the whole
    graph; the reach table rejects any fusion that would create a cycle (also through opaque nodes), and
    ``composite_op_limit_size`` bounds the kernel size, ``reduce_fuse_depth`` the producers a reduction takes.
@@ -26,12 +27,15 @@ from .split_model import SplitModel
 
 # ONNX names of MindSpore's CPU cluster list (seed 003 appendix 2, CPU column, plus the Lite cluster list:
 # Maximum->Max, RealDiv->Div, Select->Where, LogicalNot->Not, ExpandDims->Unsqueeze), the comparisons and
-# logic ops, Erf (the Gelu expansion), and the index maps a CPU kernel reads through (Reshape, Transpose,
-# Squeeze, Unsqueeze, Flatten, Slice, Expand, Concat).
+# logic and bitwise ops, Erf (the Gelu expansion), and the index maps a CPU kernel reads through (Reshape,
+# Transpose, Squeeze, Unsqueeze, Flatten, Slice, Expand, Concat).  Composite ops (Sigmoid, Gelu, ...) are not
+# listed: they are expanded first, and one whose expansion is disabled stays a basic op unless it is added
+# with enable_cluster_ops.  Every op here has a native lowering (tests/passes/fuse/test_cluster_ops.py).
 DEFAULT_CLUSTER: frozenset[str] = frozenset({
     "Abs", "Add", "Sub", "Mul", "Div", "Neg", "Pow", "Reciprocal", "Sqrt", "Exp", "Log", "Tanh", "Erf",
-    "Sin", "Cos", "Round", "Floor", "Ceil", "Sign", "Mod", "Max", "Min", "Cast", "Where",
-    "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or",
+    "Sin", "Cos", "Tan", "Sinh", "Cosh", "Round", "Floor", "Ceil", "Sign", "Mod", "Max", "Min", "Cast", "Where",
+    "IsNaN", "IsInf", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor",
+    "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift",
     "ReduceSum", "ReduceMax", "ReduceMin",
     "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Slice", "Expand", "Concat",
 })
@@ -45,7 +49,8 @@ def clusterable(node: Node, ops: frozenset[str]) -> bool:
     d = OPS.get(node.op)
     if node.op not in ops or d is None or d.kind >= OpKind.OPAQUE or not d.deterministic:
         return False
-    if any(v is not None and v.type is None for v in node.inputs) or any(o.type is None for o in node.outputs):
+    values = [v for v in (*node.inputs, *node.outputs) if v is not None]
+    if any(v.type is None or not v.type.is_static for v in values):
         return False
     return all(node.inputs[i] is None or node.inputs[i].const is not None
                for i in d.static_inputs if i < len(node.inputs))

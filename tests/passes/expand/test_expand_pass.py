@@ -89,3 +89,13 @@ REQUIRED = {"Gelu", "LayerNormalization", "Softmax", "LogSoftmax", "BatchNormali
 
 def test_default_list_covers_the_issue():
     assert REQUIRED <= DEFAULT_EXPAND <= set(EXPANDERS)
+
+
+def test_dynamic_shape_nodes_are_not_expanded():
+    from converter_lite.ir.core import Graph, Node, TensorType, Value
+    from converter_lite.ir.dtype import DType
+    x = Value("x", TensorType(DType.float32, None))
+    y = Value("y", TensorType(DType.float32, None))
+    g = Graph("g", [x], [y], [Node("Sigmoid", [x], [y], name="s")])
+    assert not run_expander(g)
+    assert g.op_counts() == {"Sigmoid": 1}

@@ -5,6 +5,7 @@ import pytest
 from converter_lite.config import parse_flags
 from converter_lite.ir.interpret import eval_graph
 from converter_lite.passes.base import PassContext
+from converter_lite.passes.fuse import GraphKernelClusterPass
 from converter_lite.passes.fuse.cluster import CLUSTER_FILE, SPLIT_MODE_FILE
 
 from .fuse_testing import (
@@ -13,6 +14,7 @@ from .fuse_testing import (
     check_same_results,
     cluster,
     const,
+    context,
     kernel_nodes,
     kernels,
     new_graph,
@@ -324,3 +326,18 @@ def test_second_run_keeps_names_unique():
     assert len(b_nodes) == 1
     cluster(g)                               # nothing left to fuse: GraphKernel is not clusterable
     assert [n.name for n in g.nodes] == ["Fused_Mul_Add_Exp_Neg_0"]
+
+
+def test_dynamic_shape_values_are_never_fused():
+    from converter_lite.ir.core import Node, TensorType, Value
+    from converter_lite.ir.dtype import DType
+    g, b, (x,) = new_graph(("x", (4, 8)))
+    dyn = Value("dyn", TensorType(DType.float32, None))         # shape known only at run time
+    g.nodes.append(Node("Reshape", [x.v, b.const(np.array([-1], np.int64))], [dyn], name="reshape"))
+    e = Value("e", TensorType(DType.float32, None))
+    g.nodes.append(Node("Exp", [dyn], [e], name="exp"))
+    n = Value("n", TensorType(DType.float32, None))
+    g.nodes.append(Node("Neg", [e], [n], name="neg"))
+    g.outputs = [n]
+    GraphKernelClusterPass().run(g, context())
+    assert kernels(g) == []
