@@ -21,6 +21,7 @@ from ..registry import register_pass
 
 MAX_PARALLEL_GROUP = 7           # MindSpore's pipeline passes a limit of 7 kernels per parallel fusion
 KERNEL = "GraphKernel"
+PATTERN_ORDER = ("reshape", "elemwise", "broadcast", "reduce", "opaque")   # fuse/area.py Pattern, by name
 
 
 def is_kernel(node: Node) -> bool:
@@ -121,6 +122,9 @@ def merge_kernels(graph: Graph, members: Iterable[Node], duplicate: Iterable[Nod
     for n in order:
         sources.extend(n.attrs.get("source_nodes", ()) if is_kernel(n) else (n.name,))
     attrs = {"graph": sb.graph, "kernel_name": sb.graph.name, "source_nodes": tuple(dict.fromkeys(sources))}
+    patterns = [n.attrs.get("pattern") for n in order]
+    if all(p in PATTERN_ORDER for p in patterns):       # the clusterer's split-model class, if every member has one
+        attrs["pattern"] = max(patterns, key=PATTERN_ORDER.index)
     first = min(position[id(n)] for n in removed)
     for n in removed:
         n.detach()

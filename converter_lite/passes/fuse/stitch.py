@@ -6,7 +6,7 @@ A producer kernel P and a consumer kernel C are stitched over an edge ``t`` (an 
 
 1. P contains a reduction over trailing axes ``[a, ..., rank-1]`` of an input of shape ``S``; its "rows"
    are ``S[:a]``;
-2. ``t`` is a per-row value: shape ``S[:a] + (1,)*k`` (keepdims) or ``S[:a]``;
+2. ``t`` is a per-row value laid out to broadcast along the rows: shape ``S[:a] + (1,) * (rank - a)``;
 3. every output of C covers the same rows (its shape starts with ``S[:a]``), and every reduction in C
    reduces the same axes of a rank-``len(S)`` input with the same rows;
 4. no path leads from P to C through a node outside the two (the merge would create a cycle);
@@ -64,9 +64,10 @@ def has_reduce(kernel: Node) -> bool:
     return any(reduce_axes(n) is not None for n in kernel.attrs["graph"].nodes)
 
 
-def _per_row(t: Value, rows: tuple[int, ...]) -> bool:
-    shape = t.type.shape
-    return shape == rows or (shape[:len(rows)] == rows and all(d == 1 for d in shape[len(rows):]))
+def _per_row(t: Value, space: tuple[tuple[int, ...], int, tuple[int, ...]]) -> bool:
+    """``t`` holds one value per row, laid out so that broadcasting lines it up with the rows (keepdims)."""
+    rows, rank, _ = space
+    return t.type.shape == rows + (1,) * (rank - len(rows))
 
 
 def _covers_rows(kernel: Node, space: tuple[tuple[int, ...], int, tuple[int, ...]]) -> bool:
@@ -114,7 +115,7 @@ def find_stitch(graph: Graph, op_limit: int) -> tuple[Node, Node, list[Value]] |
         rows = space[0]
         consumers: dict[int, tuple[Node, list[Value]]] = {}
         for t in p.outputs:
-            if not _per_row(t, rows):
+            if not _per_row(t, space):
                 continue
             for user, _ in t.uses:
                 if is_kernel(user):
