@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx.helper as oh
 import pytest
+from helpers import make_model, run_ort, tensor_info
 
 import converter_lite.passes.pipeline  # noqa: F401  (registers every pass)
 from converter_lite.config import GraphKernelConfig
@@ -13,7 +14,6 @@ from converter_lite.ir.interpret import eval_graph
 from converter_lite.ir.verify import verify
 from converter_lite.passes.base import PassContext
 from converter_lite.passes.registry import PASSES
-from helpers import make_model, run_ort, tensor_info
 
 RNG = np.random.default_rng(7)
 X = RNG.normal(size=(2, 3, 8)).astype(np.float32)
@@ -88,12 +88,12 @@ def test_fused_matmul_after_biasadd_fusion():
 
 def test_bias_not_combined_when_product_is_shared():
     # MatMul 0 also feeds a Relu: its Add cannot be folded in, so it stays apart from the biased group
-    g, _ = check(*qkv(widths=(8, 8), shared_extra=True), ["MatMul", "MatMul", "Add", "Add", "Relu"])
+    check(*qkv(widths=(8, 8), shared_extra=True), ["MatMul", "MatMul", "Add", "Add", "Relu"])
 
 
 @pytest.mark.parametrize("widths", [(8,)])
 def test_single_product_is_left_alone(widths):
-    m, x = qkv(widths)
+    m, _ = qkv(widths)
     g = import_model(m, fold=False)
     ctx = combine(g)
     assert "graph_kernel_op_combiner" not in ctx.stats and sorted(n.op for n in g.nodes) == ["Add", "MatMul"]

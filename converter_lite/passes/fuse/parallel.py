@@ -13,7 +13,7 @@ Cases:
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ...ir.core import Graph, Node, TensorType, Value
 from ..base import Pass, PassContext

@@ -112,7 +112,6 @@ def find_stitch(graph: Graph, op_limit: int) -> tuple[Node, Node, list[Value]] |
         space = row_space(p)
         if space is None:
             continue
-        rows = space[0]
         consumers: dict[int, tuple[Node, list[Value]]] = {}
         for t in p.outputs:
             if not _per_row(t, space):

@@ -11,7 +11,7 @@ Cases, repeated on every graph (each fused kernel's sub-graph and the main graph
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ...ir.core import Graph
 from ..base import Pass, PassContext

@@ -75,7 +75,7 @@ def same_reduce(m: Match) -> MatchResult:
 
 def merge_reduce(m: Match, b: GraphBuilder) -> Value:
     """Reduce(Reduce(A, axes), axes2) -> Reduce(A, union of axes), mapping axes2 through keepdims=0."""
-    outer, inner, x = m.node("r"), m.node("q"), m["A"]
+    outer, x = m.node("r"), m["A"]
     rank = x.type.rank
     first = _axes(m["axes"], rank)
     first = list(range(rank)) if first is None else first
@@ -123,7 +123,7 @@ RULES: tuple[Rule, ...] = (
     R(22, rsqrt(op.Reciprocal(A)), op.Sqrt(A)),                       # rsqrt(Reciprocal x) -> √x
     # select, neg
     R(23, op.Where(C, B, B), B),                                      # select(c,b,b) -> b
-    R(24, -(-A), A),                                                  # −(−x) -> x
+    R(24, op.Neg(op.Neg(A)), A),                                      # −(−x) -> x
     # mul
     R(25, (A * c1) * (B * c2), (A * B) * (c1 * c2), is_float),        # (a·c1)·(b·c2) -> (a·b)·(c1·c2)
     R(26, (A * c1) * c2, A * (c1 * c2), is_float),                    # (a·c1)·c2 -> a·(c1·c2)

@@ -19,7 +19,7 @@ Works on one graph; the pass also folds inside fused kernels' sub-graphs.  The i
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -68,7 +68,7 @@ def _fold(node: Node) -> list[np.ndarray] | None:
     try:
         with np.errstate(all="ignore"):
             outs = evaluate_node(node, inputs)
-    except Exception:        # case 2: any kernel failure just means "not folded here"
+    except Exception:  # noqa: BLE001  (case 2: any kernel failure just means "not folded here")
         return None
     if sum(np.asarray(a).nbytes for a in outs) > GROWTH_FACTOR * in_bytes + GROWTH_SLACK_BYTES:
         return None

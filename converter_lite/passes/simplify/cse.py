@@ -12,7 +12,9 @@ Cases:
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Hashable
+import math
+from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +43,7 @@ def attr_key(v: Any) -> Hashable:
         return (type(v).__name__,) + tuple(attr_key(x) for x in v)
     if isinstance(v, dict):
         return ("dict",) + tuple(sorted((k, attr_key(x)) for k, x in v.items()))
-    if isinstance(v, float) and v != v:
+    if isinstance(v, float) and math.isnan(v):
         return ("nan",)
     return (type(v).__name__, v)
 

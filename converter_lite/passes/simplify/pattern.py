@@ -25,7 +25,8 @@ bindings, numbers become constants of the root's dtype, and ops are emitted thro
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ class MatchResult:
         return self.ok
 
     @staticmethod
-    def fail(reason: str) -> "MatchResult":
+    def fail(reason: str) -> MatchResult:
         return MatchResult(False, reason)
 
     def __repr__(self) -> str:
@@ -64,7 +65,7 @@ class Match:
         self.nodes: list[Node] = list(nodes or [])
         self.graph = None
 
-    def copy(self) -> "Match":
+    def copy(self) -> Match:
         return Match(self.values, self.named, self.nodes)
 
     def __getitem__(self, name: str) -> Value | None:

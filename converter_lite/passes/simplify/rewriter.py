@@ -18,8 +18,8 @@ nothing changes.  Guarantees of every applied rewrite:
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable, Union
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from ...ops.registry import KernelError, broadcast_shapes
 from .dce import remove_dead_nodes
 from .pattern import Match, MatchResult, OpPattern, Pattern, instantiate, match
 
-RewriteFn = Callable[[Match, GraphBuilder], Union[Value, dict, None]]
+RewriteFn = Callable[[Match, GraphBuilder], Value | dict | None]
 FailFn = Callable[["Rule", Node, str], None]
 MAX_ROUNDS = 64          # a safety net: every rule set here reaches its fixed point in a few rounds
 
@@ -182,9 +182,9 @@ def _fix_types(repl: dict, b: GraphBuilder) -> str:
 
 def _check_outputs(graph: Graph, repl: dict) -> str:
     for old, new in repl.items():
-        if any(o is old for o in graph.outputs):
-            if new.producer is None or any(o is new for o in graph.outputs):
-                return f"graph output {old.name!r} would lose its producer"
+        is_output = any(o is old for o in graph.outputs)
+        if is_output and (new.producer is None or any(o is new for o in graph.outputs)):
+            return f"graph output {old.name!r} would lose its producer"
     return ""
 
 

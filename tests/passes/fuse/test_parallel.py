@@ -7,9 +7,19 @@ from converter_lite.config import GraphKernelConfig
 from converter_lite.ir.interpret import eval_graph
 from converter_lite.ir.verify import verify
 from converter_lite.passes.base import PassContext
-from converter_lite.passes.fuse.parallel import MAX_PARALLEL_GROUP, ParallelFusionPass, merge_kernels
+from converter_lite.passes.fuse.parallel import (
+    MAX_PARALLEL_GROUP,
+    ParallelFusionPass,
+    merge_kernels,
+)
 
-from .fuse_testing import check_same_results, cluster, kernel_nodes, new_graph, random_feeds
+from .fuse_testing import (
+    check_same_results,
+    cluster,
+    kernel_nodes,
+    new_graph,
+    random_feeds,
+)
 
 
 def parallel(graph) -> PassContext:

@@ -11,7 +11,14 @@ from converter_lite.ir.verify import verify
 from converter_lite.passes.base import PassContext
 from converter_lite.passes.fuse.stitch import StitchFusionPass
 
-from .fuse_testing import axes, check_same_results, cluster, kernel_nodes, new_graph, random_feeds
+from .fuse_testing import (
+    axes,
+    check_same_results,
+    cluster,
+    kernel_nodes,
+    new_graph,
+    random_feeds,
+)
 
 
 def stitch(graph, **flags) -> PassContext:

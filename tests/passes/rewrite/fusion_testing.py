@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx.helper as oh
+from helpers import make_model, run_ort, tensor_info
 
 import converter_lite.passes.pipeline  # noqa: F401  (registers every pass)
 from converter_lite.config import GraphKernelConfig
@@ -14,7 +15,6 @@ from converter_lite.ir.interpret import eval_graph
 from converter_lite.ir.verify import verify
 from converter_lite.passes.base import PassContext
 from converter_lite.passes.registry import PASSES
-from helpers import make_model, run_ort, tensor_info
 
 F = np.float32
 

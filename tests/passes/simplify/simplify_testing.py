@@ -6,7 +6,8 @@ import copy
 
 import numpy as np
 
-import converter_lite.ops  # noqa: F401  (registers the op table)
+import converter_lite.ops
+import converter_lite.passes.pipeline  # noqa: F401  (registers every pass)
 from converter_lite.config import GraphKernelConfig
 from converter_lite.ir.builder import GraphBuilder
 from converter_lite.ir.core import Graph, TensorType, Value
@@ -14,7 +15,6 @@ from converter_lite.ir.dtype import DType
 from converter_lite.ir.interpret import eval_graph
 from converter_lite.ir.verify import verify
 from converter_lite.passes.base import PassContext
-import converter_lite.passes.pipeline  # noqa: F401  (registers every pass)
 from converter_lite.passes.registry import PASSES
 
 F32 = DType.float32

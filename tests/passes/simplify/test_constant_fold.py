@@ -6,7 +6,14 @@ import numpy as np
 from converter_lite.ir.core import Graph, Node, Value
 from converter_lite.passes.simplify.constant_fold import fold_constants
 
-from .simplify_testing import check_numerics, clone, feeds_for, make_graph, ops, run_pass
+from .simplify_testing import (
+    check_numerics,
+    clone,
+    feeds_for,
+    make_graph,
+    ops,
+    run_pass,
+)
 
 
 def test_folds_constant_subexpressions():

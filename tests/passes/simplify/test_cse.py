@@ -5,7 +5,14 @@ import numpy as np
 
 from converter_lite.ir.core import Graph, Node, Value
 
-from .simplify_testing import check_numerics, clone, feeds_for, make_graph, ops, run_pass
+from .simplify_testing import (
+    check_numerics,
+    clone,
+    feeds_for,
+    make_graph,
+    ops,
+    run_pass,
+)
 
 
 def test_merges_identical_nodes_and_constants():
@@ -15,7 +22,7 @@ def test_merges_identical_nodes_and_constants():
         return b.op("Add", a1, a2)
     g = make_graph(build)
     before = clone(g)
-    changed, ctx = run_pass("graph_kernel_cse", g)
+    changed, _ = run_pass("graph_kernel_cse", g)
     assert changed and ops(g) == ["Add", "Exp", "Mul"]
     add = g.nodes[-1]
     assert add.inputs[0] is add.inputs[1]

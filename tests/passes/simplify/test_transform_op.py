@@ -5,7 +5,14 @@ import numpy as np
 
 from converter_lite.ir.core import Graph, Node, Value
 
-from .simplify_testing import check_numerics, clone, feeds_for, make_graph, ops, run_pass
+from .simplify_testing import (
+    check_numerics,
+    clone,
+    feeds_for,
+    make_graph,
+    ops,
+    run_pass,
+)
 
 
 def T(b, v, perm):
