@@ -118,6 +118,19 @@ class _Emitter:
         return out_bytes <= _FOLD_GROWTH * in_bytes + _FOLD_SLACK_BYTES
 
 
+def _inline_functions(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """Inlines model-local functions.  onnx's inliner skips a function whose default-domain opset differs from
+    the model's; such a body is imported under the model's opset (the importer upgrades old op forms anyway)."""
+    model_opset = _opset_version(proto)
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    for f in copy.functions:
+        for o in f.opset_import:
+            if o.domain in ("", "ai.onnx") and o.version != model_opset:
+                o.version = model_opset
+    return onnx.inliner.inline_local_functions(copy)
+
+
 def _opset_version(model: onnx.ModelProto) -> int:
     for o in model.opset_import:
         if o.domain in ("", "ai.onnx"):
@@ -168,7 +181,7 @@ def import_model(model, input_shapes: dict[str, tuple[int, ...]] | None = None, 
     proto = load_onnx(model)
     if proto.functions:
         try:
-            proto = onnx.inliner.inline_local_functions(proto)
+            proto = _inline_functions(proto)
         except Exception as e:
             raise ConverterError(RET_GRAPH_FILE_ERR, f"{where}: cannot inline model-local functions: {e}") from None
     missing = _collect_unsupported(proto)

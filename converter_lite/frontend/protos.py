@@ -39,7 +39,7 @@ def load_onnx(path) -> onnx.ModelProto:
         raise ConverterError(RET_GRAPH_FILE_ERR, f"model file {path} holds no ONNX graph (is it an ONNX file?)")
     try:
         onnx.external_data_helper.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
-    except (OSError, ValueError) as e:
+    except Exception as e:      # OSError, ValueError, onnx's ValidationError for a missing/irregular file
         raise ConverterError(RET_GRAPH_FILE_ERR, f"model file {path}: cannot load external data: {e}") from None
     return model
 
