@@ -14,17 +14,17 @@ exports, one module: what a loader rebuilds from when its CPU lacks the recorded
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
 
-import llvmlite.binding as llvm
 
 from ..ir.core import Graph
 from .abi import KernelSpec, export_wrappers, kernel_spec, lower_kernel, symbol_for
 from .cache import KernelCache, content_key, default_cache_dir
 from .errors import UnsupportedOpError
-from .library import KernelLibrary, TargetSpec, resolve_target
+from .library import KernelLibrary, resolve_target
 from .link import link_shared
 from .lower import check_supported
 
@@ -110,7 +110,7 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
         ll = _merged_ir(lib, list(texts.values()) + [exports_ir]).encode()
         cache.put(bundle_key, ".so", so)
         cache.put(bundle_key, ".ll", ll)
-    meta = dict(tspec.fingerprint(), codegen_version=CODEGEN_VERSION,
+    meta = dict(tspec.fingerprint(), codegen_version=CODEGEN_VERSION, so_sha256=hashlib.sha256(so).hexdigest(),
                 openmp=any(s.parallel for s in specs.values()),
                 kernels=[s.to_json() for s in specs.values()])
     sections = {SECTION_SO: so, SECTION_LL: ll, SECTION_TARGET: json.dumps(meta, indent=1).encode()}
@@ -141,8 +141,4 @@ def kernel_assembly(graph: Graph, target: dict | None = None, name: str = "kerne
     return text, KernelLibrary(tspec).assembly(text)
 
 
-def host_target() -> TargetSpec:
-    return resolve_target(None)
-
-
-__all__ = ["NativeBundle", "build_kernels", "kernel_assembly", "llvm"]
+__all__ = ["NativeBundle", "build_kernels", "kernel_assembly"]

@@ -179,7 +179,7 @@ class NativeLibrary:
         elif missing:
             reason = "this CPU lacks " + ", ".join(missing)
         if reason is None and SECTION_SO in sections:
-            handle = _dlopen(sections[SECTION_SO])
+            handle = _dlopen(sections[SECTION_SO], meta.get("so_sha256"))
             return cls(meta, lambda sym: _dlsym(handle, sym), handle, False, num_threads)
         if SECTION_LL not in sections:
             raise ConverterError(RET_ERROR, f"native code cannot run here ({reason or 'no shared object'}) and "
@@ -211,8 +211,37 @@ class NativeLibrary:
         return NativeKernel(name, spec, fn, self.num_threads if num_threads is None else num_threads, self._handle)
 
 
-def _dlopen(data: bytes) -> ctypes.CDLL:
+def check_elf(data: bytes) -> None:
+    """Rejects a shared object whose ELF headers point outside the file: dlopen would map past its end and
+    die of SIGBUS instead of failing."""
+    import struct
+
+    def bad(why: str) -> ConverterError:
+        return ConverterError(RET_ERROR, f"the model's native code (native/lib.so) failed to load: {why}")
+
+    if len(data) < 64 or data[:4] != b"\x7fELF":
+        raise bad("not an ELF file")
+    if data[4] != 2 or data[5] != 1:
+        raise bad("not a 64-bit little-endian ELF file")
+    e_type, = struct.unpack_from("<H", data, 16)
+    if e_type != 3:
+        raise bad("not a shared object")
+    phoff, shoff = struct.unpack_from("<QQ", data, 32)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 54)
+    if phentsize < 56 or phoff + phnum * phentsize > len(data) or shoff + shnum * shentsize > len(data):
+        raise bad("truncated (headers beyond the end of the file)")
+    for k in range(phnum):
+        p_type, _flags, p_offset, _vaddr, _paddr, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + k * phentsize)
+        if p_type in (1, 2, 3, 4) and p_offset + p_filesz > len(data):      # LOAD, DYNAMIC, INTERP, NOTE
+            raise bad("truncated (a segment lies beyond the end of the file)")
+
+
+def _dlopen(data: bytes, sha256: str | None = None) -> ctypes.CDLL:
     key = hashlib.sha256(data).hexdigest()
+    if sha256 is not None and sha256 != key:
+        raise ConverterError(RET_ERROR, "the model's native code (native/lib.so) failed to load: it is corrupted "
+                                        "(checksum mismatch with native/target.json)")
+    check_elf(data)
     with _lock:
         lib = _loaded.get(key)
         if lib is not None:
