@@ -14,8 +14,8 @@ Cases (``fold_constants``):
 5. ``shapes=True`` also folds ``Shape``/``Size`` of values with a static type (used by ``shape_reshape``);
    ``only`` restricts folding to nodes for which the predicate holds.
 
-Works on one graph; the pass also folds inside fused kernels' sub-graphs.  The importer calls
-``fold_constants`` directly.
+Works on one graph; the pass also folds inside fused kernels' sub-graphs, and bypasses no-op nodes
+(``noop.py``).  The importer calls ``fold_constants`` directly.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from ...ir.core import Graph, Node, Value
 from ...ops.registry import OPS, evaluate_node
 from ..base import Pass, PassContext
 from ..registry import register_pass
+from .noop import remove_noops
 from .rewriter import all_graphs
 
 GROWTH_FACTOR = 4
@@ -111,11 +112,12 @@ def fold_constants(graph: Graph, *, shapes: bool = False, only: Callable[[Node],
 
 @register_pass
 class ConstantFoldingPass(Pass):
-    """Folds constant sub-expressions in the main graph and inside every fused kernel."""
+    """Folds constant sub-expressions in the main graph and inside every fused kernel, and bypasses no-op
+    nodes (``noop.remove_noops``: Identity, same-dtype Cast, ...) so later pattern fusions see through them."""
     name = "constant_folding"
 
     def run(self, graph: Graph, ctx: PassContext) -> bool:
-        n = sum(fold_constants(g) for g in all_graphs(graph))
+        n = sum(fold_constants(g) + remove_noops(g) for g in all_graphs(graph))
         if n:
             ctx.count(self.name, n)
         return n > 0
