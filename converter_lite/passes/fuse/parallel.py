@@ -67,6 +67,12 @@ class _SubGraphBuilder:
             self.clone[id(v)] = inner
         return self.clone[id(v)]
 
+    def const(self, v: Value) -> Value:
+        """A constant of the new sub-graph (its own Value, sharing the data), so use lists stay per graph."""
+        if id(v) not in self.clone:
+            self.clone[id(v)] = Value(v.name, v.type, const=v.const)
+        return self.clone[id(v)]
+
     def copy_node(self, n: Node, inputs: list[Value | None]) -> list[Value]:
         outs = [self.fresh(o) for o in n.outputs]
         self.graph.nodes.append(Node(n.op, inputs, outs, dict(n.attrs), name=n.name))
@@ -74,18 +80,18 @@ class _SubGraphBuilder:
 
     def add_member(self, member: Node) -> None:
         if not is_kernel(member):             # a basic op: its constants stay inline
-            ins = [v if v is not None and v.is_const else self.outer(v) for v in member.inputs]
+            ins = [self.const(v) if v is not None and v.is_const else self.outer(v) for v in member.inputs]
             for o, c in zip(member.outputs, self.copy_node(member, ins)):
                 self.clone[id(o)] = c
             return
         sub = member.attrs["graph"]
         local: dict[int, Value | None] = {id(si): self.outer(v) for si, v in zip(sub.inputs, member.inputs)}
         for n in sub.nodes:
-            ins = [None if v is None else (v if v.is_const else local[id(v)]) for v in n.inputs]
+            ins = [None if v is None else (self.const(v) if v.is_const else local[id(v)]) for v in n.inputs]
             for o, c in zip(n.outputs, self.copy_node(n, ins)):
                 local[id(o)] = c
         for so, o in zip(sub.outputs, member.outputs):
-            self.clone[id(o)] = so if so.is_const else local[id(so)]
+            self.clone[id(o)] = self.const(so) if so.is_const else local[id(so)]
         for si in sub.inputs:
             self.clone.setdefault(id(si), local[id(si)])
         for n in sub.nodes:
