@@ -6,8 +6,15 @@
 Layers: types/loops/mathfn/scalar/index/reduce/lower/abi build IR with llvmlite.ir; library (optimize, emit),
 link (cc -shared), cache (content-hash cache), build (the driver), jit (in-memory rebuild for a loader).
 """
-from .build import (PARALLEL_THRESHOLD, SECTION_LL, SECTION_SO, SECTION_TARGET, NativeBundle, build_kernels,
-                    kernel_assembly)
+from .build import (
+    PARALLEL_THRESHOLD,
+    SECTION_LL,
+    SECTION_SO,
+    SECTION_TARGET,
+    NativeBundle,
+    build_kernels,
+    kernel_assembly,
+)
 from .errors import UnsupportedOpError
 from .index import INDEX_MAPS
 from .lower import check_supported
@@ -29,6 +36,19 @@ def unsupported_reason(graph, name: str = "") -> str | None:
     return None
 
 
-__all__ = ["NativeBundle", "build_kernels", "kernel_assembly", "UnsupportedOpError", "SCALAR_EMITTERS",
-           "INDEX_MAPS", "REDUCERS", "supported_ops", "unsupported_reason", "check_supported",
-           "SECTION_SO", "SECTION_LL", "SECTION_TARGET", "PARALLEL_THRESHOLD"]
+__all__ = [
+    "INDEX_MAPS",
+    "PARALLEL_THRESHOLD",
+    "REDUCERS",
+    "SCALAR_EMITTERS",
+    "SECTION_LL",
+    "SECTION_SO",
+    "SECTION_TARGET",
+    "NativeBundle",
+    "UnsupportedOpError",
+    "build_kernels",
+    "check_supported",
+    "kernel_assembly",
+    "supported_ops",
+    "unsupported_reason",
+]

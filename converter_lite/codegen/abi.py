@@ -6,7 +6,8 @@
 inputs and outputs; every buffer is C-contiguous with the static dtype and shape recorded in the KernelSpec
 (native/target.json).  Outputs must not overlap inputs.  ``num_threads`` <= 1 runs on the calling thread;
 above that, a kernel compiled as parallel (enough work, see ``lower_kernel``) runs its stages on libgomp's
-thread team (``GOMP_parallel``, a few microseconds per call), splitting each stage's partition axis.
+thread team (``GOMP_parallel``, a few microseconds per call); the threads share each stage's partition axis in
+chunks taken from an atomic counter (lower.lower_stages).
 Temporaries (reduction results) live on the stack when small, else in malloc'ed memory freed before return.
 
 Symbols are ``cl_<kernel name with non-identifier characters replaced by _>`` so they never collide with libc.
@@ -74,9 +75,9 @@ def lower_kernel(graph: Graph, sym: str, parallel: bool | None = None, *, thread
     n_io = len(graph.inputs) + len(graph.outputs)
     temps = plan.temps
     heap = []
-    if temps:
-        bufs = b.alloca(ir.ArrayType(BYTE_PTR, len(plan.buffers)))
-        bufs = b.bitcast(bufs, BYTE_PTR_PTR)
+    if temps or parallel:
+        slots = len(plan.buffers) + (1 if parallel else 0)
+        bufs = b.bitcast(b.alloca(ir.ArrayType(BYTE_PTR, slots)), BYTE_PTR_PTR)
         for i in range(n_io):
             b.store(b.load(b.gep(args, [ir.Constant(I64, i)])), b.gep(bufs, [ir.Constant(I64, i)]))
         malloc = ir.Function(module, ir.FunctionType(BYTE_PTR, [I64]), "malloc")
@@ -93,7 +94,10 @@ def lower_kernel(graph: Graph, sym: str, parallel: bool | None = None, *, thread
     else:
         bufs = args
     zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
-    if parallel:
+    if parallel:                      # one work counter per stage for the dynamic schedule (lower_stages)
+        counters = b.alloca(ir.ArrayType(I64, max(len(plan.stages), 1)))
+        b.store(ir.Constant(counters.type.pointee, None), counters)
+        b.store(b.bitcast(counters, BYTE_PTR), b.gep(bufs, [ir.Constant(I64, len(plan.buffers))]))
         omp = _omp_outline(module, sym, run)
         gomp_parallel = ir.Function(module, ir.FunctionType(VOID, [omp.type, BYTE_PTR, I32, I32]), "GOMP_parallel")
         with b.if_else(b.icmp_signed(">", nthreads, one)) as (then, otherwise):

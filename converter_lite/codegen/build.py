@@ -19,7 +19,6 @@ import json
 import time
 from dataclasses import dataclass, field
 
-
 from ..ir.core import Graph
 from .abi import KernelSpec, export_wrappers, kernel_spec, lower_kernel, symbol_for
 from .cache import KernelCache, content_key, default_cache_dir

@@ -18,7 +18,7 @@ and asks the emitter ``em`` for the input element there:
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from llvmlite import ir
@@ -41,7 +41,7 @@ def _ckey(v: ir.Value):
 class Index:
     """One element of a tensor of ``shape``; see the module docstring."""
 
-    __slots__ = ("b", "shape", "_coords", "_linear")
+    __slots__ = ("_coords", "_linear", "b", "shape")
 
     def __init__(self, b: ir.IRBuilder, shape: Sequence[int], coords: list[ir.Value] | None = None,
                  linear: ir.Value | None = None):
@@ -53,7 +53,7 @@ class Index:
             raise ValueError("an Index needs coordinates or a linear offset")
 
     @staticmethod
-    def zero(b: ir.IRBuilder, shape: Sequence[int]) -> "Index":
+    def zero(b: ir.IRBuilder, shape: Sequence[int]) -> Index:
         zero = ir.Constant(I64, 0)
         return Index(b, shape, [zero] * len(shape), zero)
 
@@ -93,7 +93,7 @@ class Index:
         return ("C",) + tuple(_ckey(c) for c in self._coords)
 
     # -- derived indices -----------------------------------------------------------------------------------
-    def with_shape(self, shape: Sequence[int]) -> "Index":
+    def with_shape(self, shape: Sequence[int]) -> Index:
         """The same element of a tensor with the same data and a reshaped ``shape``."""
         shape = tuple(shape)
         if shape == self.shape:
@@ -105,7 +105,7 @@ class Index:
             return Index(self.b, shape, coords, self._linear)
         return Index(self.b, shape, linear=self.linear())
 
-    def broadcast_to(self, shape: Sequence[int]) -> "Index":
+    def broadcast_to(self, shape: Sequence[int]) -> Index:
         """The element of an input of ``shape`` that numpy broadcasting pairs with this element."""
         shape = tuple(shape)
         if shape == self.shape:

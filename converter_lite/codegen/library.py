@@ -37,7 +37,7 @@ class TargetSpec:
                 "llvmlite": llvmlite.__version__, "llvm": ".".join(map(str, llvm.llvm_version_info))}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _init_llvm() -> None:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
@@ -91,7 +91,8 @@ def cpu_implied_features(cpu: str, cc: str = "cc") -> tuple[str, ...] | None:
     exe = shutil.which(cc)
     if exe and host_arch() == "x86_64":
         try:
-            res = subprocess.run([exe, f"-march={cpu}", "-dM", "-E", "-x", "c", "/dev/null"], capture_output=True,
+            res = subprocess.run([exe, f"-march={cpu}", "-dM", "-E", "-x", "c", "/dev/null"], check=False,
+                                 capture_output=True,
                                  text=True, timeout=30)
         except (OSError, subprocess.SubprocessError):
             res = None

@@ -36,7 +36,7 @@ def link_shared(objects: list[bytes], openmp: bool, cc: str = "cc") -> bytes:
         if openmp:
             cmd.insert(2, "-fopenmp")
         try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            res = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=300)
         except (OSError, subprocess.SubprocessError) as e:
             raise ConverterError(RET_ERROR, f"linking native kernels failed: {e}") from None
         if res.returncode != 0:

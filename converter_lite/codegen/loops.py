@@ -9,7 +9,7 @@ test, body, latch), so the loop vectorizer can widen the innermost loop.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from llvmlite import ir
 

@@ -18,8 +18,8 @@ exported entry point.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 from llvmlite import ir
@@ -30,10 +30,28 @@ from .errors import UnsupportedOpError
 from .index import INDEX_MAPS, RESHAPE_LIKE, Index, _numel
 from .loops import for_range, loop_nest
 from .mathfn import MathEmitter
-from .reduce import REDUCERS, ReduceStage, acc_dtype, emit_reduce, lowerable, reduce_axes
+from .reduce import (
+    REDUCERS,
+    ReduceStage,
+    acc_dtype,
+    emit_reduce,
+    lowerable,
+    reduce_axes,
+)
 from .scalar import SCALAR_EMITTERS, NoEmitterError, ScalarCall
-from .types import (BYTE_PTR_PTR, I64, VOID, UnsupportedDTypeError, compute_type, constant,
-                    round_to_dtype, storage_constant, storage_type, to_compute, to_storage)
+from .types import (
+    BYTE_PTR_PTR,
+    I64,
+    VOID,
+    UnsupportedDTypeError,
+    compute_type,
+    constant,
+    round_to_dtype,
+    storage_constant,
+    storage_type,
+    to_compute,
+    to_storage,
+)
 
 FLAT_ALIGN = 64          # a thread's share of a flat loop starts on a multiple of this many elements
 
@@ -338,7 +356,10 @@ def _emit_map(em: StageEmitter, st: MapStage, lo: ir.Value, hi: ir.Value) -> Non
 def lower_stages(module: ir.Module, plan: KernelPlan, sym: str, parallel: bool, kernel: str = "") -> ir.Function:
     """Emits the stage functions and ``<sym>.run(i8** bufs, i64 tid, i64 nthreads)``; returns run.
 
-    With ``parallel``, consecutive stages are separated by ``GOMP_barrier`` when ``nthreads > 1``."""
+    With one thread, each stage is called once over its whole partition axis.  With ``parallel`` and several
+    threads, a stage's partition axis is cut into at most CHUNKS chunks that the threads take in turn from an
+    atomic counter (``bufs[len(buffers)]`` points at one i64 counter per stage, zeroed by the caller), so a
+    thread that the OS preempts on a busy machine does not hold the others up; a barrier separates stages."""
     stage_fns = []
     consts: dict[int, ir.GlobalVariable] = {}
     for k, st in enumerate(plan.stages):
@@ -357,35 +378,57 @@ def lower_stages(module: ir.Module, plan: KernelPlan, sym: str, parallel: bool, 
 
     run = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR_PTR, I64, I64]), f"{sym}.run")
     run.linkage = "internal"
-    bufs, tid, nt = run.args
+    bufs, _tid, nt = run.args
     b = ir.IRBuilder(run.append_basic_block("entry"))
     ptrs = [b.bitcast(b.load(b.gep(bufs, [ir.Constant(I64, i)])), storage_type(buf.dtype).as_pointer())
             for i, buf in enumerate(plan.buffers)]
-    barrier = _declare(module, "GOMP_barrier", ir.FunctionType(VOID, [])) \
-        if parallel and len(plan.stages) > 1 else None
+    counters = None
+    barrier = None
+    if parallel:
+        counters = b.bitcast(b.load(b.gep(bufs, [ir.Constant(I64, len(plan.buffers))])), I64.as_pointer())
+        barrier = _declare(module, "GOMP_barrier", ir.FunctionType(VOID, []))
     for k, (st, fn) in enumerate(zip(plan.stages, stage_fns)):
         if k and barrier is not None:
             with b.if_then(b.icmp_signed(">", nt, ir.Constant(I64, 1))):
                 b.call(barrier, [])
-        lo, hi = _partition(b, st.part_extent, st.part_align, tid, nt)
-        with b.if_then(b.icmp_signed("<", lo, hi)):
-            b.call(fn, ptrs + [lo, hi])
+        if st.part_extent == 0:
+            continue
+        whole = [ir.Constant(I64, 0), ir.Constant(I64, st.part_extent)]
+        if counters is None:
+            b.call(fn, ptrs + whole)
+            continue
+        with b.if_else(b.icmp_signed(">", nt, ir.Constant(I64, 1))) as (many, one):
+            with many:
+                _dynamic_chunks(b, fn, ptrs, st, b.gep(counters, [ir.Constant(I64, k)]))
+            with one:
+                b.call(fn, ptrs + whole)
     b.ret_void()
     return run
 
 
-def _partition(b: ir.IRBuilder, extent: int, align: int, tid: ir.Value, nt: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """[lo, hi) of thread ``tid`` among ``nt``: equal chunks of ``extent``, rounded up to ``align``."""
-    ext = ir.Constant(I64, extent)
-    chunk = b.sdiv(b.add(ext, b.sub(nt, ir.Constant(I64, 1))), nt)
-    if align > 1:
-        a = ir.Constant(I64, align)
-        chunk = b.mul(b.sdiv(b.add(chunk, ir.Constant(I64, align - 1)), a), a)
-    lo = b.mul(tid, chunk)
-    lo = b.select(b.icmp_signed("<", lo, ext), lo, ext)
-    hi = b.add(lo, chunk)
-    hi = b.select(b.icmp_signed("<", hi, ext), hi, ext)
-    return lo, hi
+CHUNKS = 64          # a parallel stage is cut into at most this many pieces
+
+
+def _dynamic_chunks(b: ir.IRBuilder, fn: ir.Function, ptrs: list, st, counter: ir.Value) -> None:
+    """while ((c = counter++) < n) fn(ptrs, c*chunk, min((c+1)*chunk, extent))"""
+    extent, align = st.part_extent, st.part_align
+    chunk = -(-extent // CHUNKS)
+    chunk = -(-chunk // align) * align
+    n = -(-extent // chunk)
+    head = b.append_basic_block("chunk.head")
+    body = b.append_basic_block("chunk.body")
+    done = b.append_basic_block("chunk.done")
+    b.branch(head)
+    b.position_at_end(head)
+    c = b.atomic_rmw("add", counter, ir.Constant(I64, 1), "monotonic")
+    b.cbranch(b.icmp_signed("<", c, ir.Constant(I64, n)), body, done)
+    b.position_at_end(body)
+    lo = b.mul(c, ir.Constant(I64, chunk))
+    hi = b.add(lo, ir.Constant(I64, chunk))
+    hi = b.select(b.icmp_signed("<", hi, ir.Constant(I64, extent)), hi, ir.Constant(I64, extent))
+    b.call(fn, ptrs + [lo, hi])
+    b.branch(head)
+    b.position_at_end(done)
 
 
 def _declare(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Function:

@@ -10,8 +10,9 @@ indefinite" value as numpy does.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from llvmlite import ir
 

@@ -24,7 +24,7 @@ import os
 import platform
 import tempfile
 import threading
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -89,7 +89,7 @@ def missing_features(meta: dict, flags: set[str] | None = None) -> list[str] | N
 class NativeKernel:
     """A callable native kernel: ``fn(inputs, outputs)`` checks the buffers and calls the code."""
 
-    __slots__ = ("name", "spec", "_fn", "_num_threads", "_in_specs", "_out_specs", "_argv_t", "_keep")
+    __slots__ = ("_argv_t", "_fn", "_in_specs", "_keep", "_num_threads", "_out_specs", "name", "spec")
 
     def __init__(self, name: str, spec: dict, fn: Callable, num_threads: int, keep: object):
         self.name = name
@@ -163,7 +163,7 @@ class NativeLibrary:
 
     @classmethod
     def from_sections(cls, sections: dict[str, bytes], trust_native_code: bool = True,
-                      num_threads: int = 1) -> "NativeLibrary":
+                      num_threads: int = 1) -> NativeLibrary:
         try:
             meta = json.loads(sections[SECTION_TARGET])
         except KeyError:

@@ -50,7 +50,7 @@ def make_graph(name: str, shape: tuple[int, ...]) -> Graph:
 
 def onnx_session(graph: Graph, threads: int):
     """The same sub-graph as an onnxruntime session (ORT_ENABLE_ALL)."""
-    import onnx.helper as oh                     # only this tool needs onnx, to feed onnxruntime
+    import onnx.helper as oh  # only this tool needs onnx, to feed onnxruntime
     import onnx.numpy_helper as onh
     import onnxruntime as ort
 

@@ -1,8 +1,8 @@
 """Helpers for the codegen tests: build sub-graphs, random inputs with special values, compare with eval_graph."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

@@ -8,8 +8,8 @@ import sys
 import textwrap
 
 import pytest
-
 from codegen_testutil import F32, make_graph
+
 from converter_lite.codegen import build_kernels
 from converter_lite.codegen.cache import KernelCache, content_key
 

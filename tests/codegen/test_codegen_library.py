@@ -9,12 +9,16 @@ import re
 
 import numpy as np
 import pytest
-
 from codegen_testutil import F32, make_graph
+
 from converter_lite.codegen import build_kernels, kernel_assembly
 from converter_lite.codegen.library import normalize_features, resolve_target
 from converter_lite.errors import ConverterError
-from converter_lite.runtime.native import NativeLibrary, host_cpu_flags, missing_features
+from converter_lite.runtime.native import (
+    NativeLibrary,
+    host_cpu_flags,
+    missing_features,
+)
 
 pytestmark = pytest.mark.needs_cc
 

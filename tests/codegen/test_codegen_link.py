@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import pytest
-
 from codegen_testutil import F32, make_graph
+
 from converter_lite.codegen import build_kernels
 from converter_lite.codegen.link import find_cc, link_shared
 from converter_lite.errors import ConverterError

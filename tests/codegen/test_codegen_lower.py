@@ -5,8 +5,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from codegen_testutil import (
+    F16,
+    F32,
+    F64,
+    I32,
+    I64,
+    Case,
+    build_library,
+    check_case,
+    make_graph,
+    random_array,
+)
 
-from codegen_testutil import F16, F32, F64, I32, I64, Case, build_library, check_case, make_graph, random_array
 from converter_lite.codegen import UnsupportedOpError, build_kernels, check_supported
 from converter_lite.codegen.lower import MapStage, plan_kernel
 

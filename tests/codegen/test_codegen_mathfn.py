@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-
 from codegen_testutil import F32, F64, Case, build_library, make_graph
 
 pytestmark = pytest.mark.needs_cc
@@ -38,8 +37,10 @@ FUNCS = {"Exp": F32, "Log": F32, "Tanh": F32, "Sigmoid": F32, "Erf": F32, "Sin":
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    cases = [Case(name, make_graph(name, [(dt, (N + 16,))], lambda b, x, op=name.rstrip("64"): b.op(op, x)))
-             for name, dt in FUNCS.items()]
+    cases = []
+    for name, dt in FUNCS.items():
+        op = name.rstrip("64")
+        cases.append(Case(name, make_graph(name, [(dt, (N + 16,))], lambda b, x, op=op: b.op(op, x))))
     return build_library(cases, str(tmp_path_factory.mktemp("cache")), num_threads=1)
 
 

@@ -7,9 +7,22 @@ import math
 
 import numpy as np
 import pytest
+from codegen_testutil import (
+    BOOL,
+    F16,
+    F32,
+    F64,
+    I8,
+    I32,
+    I64,
+    U8,
+    Case,
+    build_library,
+    check_case,
+    make_graph,
+    random_array,
+)
 
-from codegen_testutil import (BOOL, F16, F32, F64, I8, I32, I64, U8, Case, build_library, check_case, make_graph,
-                              random_array)
 from converter_lite.codegen import SCALAR_EMITTERS
 from converter_lite.ir.dtype import DType
 

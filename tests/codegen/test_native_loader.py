@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 import pytest
-
 from codegen_testutil import F32, I64, make_graph
+
 from converter_lite.codegen import build_kernels
 from converter_lite.errors import ConverterError
 from converter_lite.runtime.native import NativeLibrary
