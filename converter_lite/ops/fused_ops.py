@@ -79,7 +79,7 @@ def _infer_attention(node: Node) -> list[TensorType]:
     return [TensorType(q.dtype, matmul_shape(scores, v.shape))]
 
 
-@reference("Attention", infer=_infer_attention)
+@reference("FusedAttention", infer=_infer_attention)
 def attention(attrs, q, kt, v, mask=None):
     scores = evaluate("MatMul", {}, [q, kt])[0]
     scale = attrs.get("scale", 1.0)

@@ -48,8 +48,13 @@ DEFAULT_PIPELINE: tuple[StageSpec, ...] = (
     _stage("fusion",                    # named pattern fusions (switchable by the fusion switch file too)
            P("conv_bn_fusion", 1), P("transpose_matmul_fusion", 1), P("shape_reshape", 1),
            P("split_concat_fusion", 1), P("layer_norm_fusion", 1), P("gelu_fusion", 1),
-           P("attention_fusion", 2), P("matmul_elem_biasadd_fusion", 1), P("matmul_elem_relu_fusion", 1),
-           P("matmul_elem_gelu_fusion", 1), P("add_layer_norm_fusion", 2), P("add_rms_norm_fusion", 2)),
+           # The next five replace their ops by opaque composite ops (FusedAttention, FusedMatMul,
+           # AddLayerNorm, AddRmsNorm) run by reference kernels.  Graph-kernel fusion turns the same ops into
+           # native fused kernels (MatMul epilogues, stitched Softmax/LayerNorm), so on the CPU they are
+           # opt-in: enable_pass=... or "on" in the fusion switch file.
+           P("attention_fusion", NEVER), P("matmul_elem_biasadd_fusion", NEVER),
+           P("matmul_elem_relu_fusion", NEVER), P("matmul_elem_gelu_fusion", NEVER),
+           P("add_layer_norm_fusion", NEVER), P("add_rms_norm_fusion", NEVER)),
     _stage("expand",
            P("graph_kernel_expander", 1), P("graph_kernel_op_combiner", 3)),
     _stage("cluster",

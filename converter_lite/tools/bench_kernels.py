@@ -7,7 +7,8 @@ Kernels (float32 [size, size]):
     tanh_gelu  Y = 0.5*X*(1 + Tanh(sqrt(2/pi)*(X + 0.044715*X^3)))
 Each round times, interleaved: the native kernel (``--threads`` threads), one single-threaded ``np.copyto`` of
 the same bytes (the floor the SPEC compares with), and onnxruntime (ORT_ENABLE_ALL, same thread count) on the
-same chain as an ONNX model.  Prints medians and ratios.  Not a test: run it on a quiet machine.
+same chain as an ONNX model (its thread pool set not to spin between runs, so it does not slow the other
+measurements down).  Prints medians and ratios.  Not a test: run it on a quiet machine.
 """
 from __future__ import annotations
 
@@ -75,6 +76,8 @@ def onnx_session(graph: Graph, threads: int):
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
+    # interleaved timing: threads spinning after a run would steal the cores the next measurement uses
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     out = np.empty(y.shape, np.float32)
     binding = sess.io_binding()

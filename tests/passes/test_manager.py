@@ -120,7 +120,9 @@ def test_levels():
     l1, l2, l3 = (enabled(f"--opt_level={n}") for n in (1, 2, 3))
     assert "stage0_preprocess_2_graph_kernel_cse" not in l1 and "stage0_preprocess_2_graph_kernel_cse" in l2
     assert "stage4_highlevelopt_0_arithmetic_simplify" in l2
-    assert "stage1_fusion_6_attention_fusion" in l2 and "stage1_fusion_6_attention_fusion" not in l1
+    # composite-op pattern fusions are opt-in on the CPU (graph-kernel fusion covers them natively)
+    assert not any("attention_fusion" in n or "matmul_elem" in n for n in l3)
+    assert "stage1_fusion_6_attention_fusion" in enabled("--opt_level=1 --enable_pass=attention_fusion")
     assert "stage2_expand_1_graph_kernel_op_combiner" in l3 - l2
     assert l1 < l2 < l3
 
@@ -173,7 +175,9 @@ def test_fusion_switch_all_off_spares_ub_fusion_and_listed_passes():
     on = enabled("--opt_level=1", fusion_switch=fs)
     assert "stage1_fusion_0_conv_bn_fusion" in on
     assert "stage1_fusion_5_gelu_fusion" not in on
-    assert "stage1_fusion_8_matmul_elem_relu_fusion" in on
+    assert "stage1_fusion_8_matmul_elem_relu_fusion" not in on     # opt-in, and the file does not list it
+    fs = parse_fusion_switch('{"Switch":{"GraphFusion":{"ALL":"off"},"UBFusion":{"MatMulReluFusionPass":"on"}}}')
+    assert "stage1_fusion_8_matmul_elem_relu_fusion" in enabled("--opt_level=1", fusion_switch=fs)
     assert "stage3_cluster_0_graph_kernel_cluster" in on          # only the fusion stage is switched
 
 

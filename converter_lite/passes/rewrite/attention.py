@@ -54,7 +54,7 @@ def rewrite(m: Match, b: GraphBuilder) -> Value:
     elif "div" in m.named:
         scale = 1.0 / scalar_value(m["s"])
     ins = [m["q"], m["kt"], m["v"]] + ([m["mask"]] if "mask" in m.values else [])
-    return b.node("Attention", *ins, scale=float(scale)).outputs[0]
+    return b.node("FusedAttention", *ins, scale=float(scale)).outputs[0]
 
 
 @register_pass

@@ -28,8 +28,8 @@ def attention(scale="div", mask=True, axis=-1, extra_use=False):
 @pytest.mark.parametrize("mask", [True, False])
 def test_fuses(scale, mask):
     m, inputs = attention(scale, mask)
-    g = check_fusion(m, "attention_fusion", feeds(inputs), ["Attention", "Transpose"])
-    att = next(n for n in g.nodes if n.op == "Attention")
+    g = check_fusion(m, "attention_fusion", feeds(inputs), ["FusedAttention", "Transpose"])
+    att = next(n for n in g.nodes if n.op == "FusedAttention")
     assert len(att.inputs) == (4 if mask else 3)
     assert att.attrs["scale"] == pytest.approx(1 / np.sqrt(8) if scale else 1.0, rel=1e-6)
 
