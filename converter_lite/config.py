@@ -180,6 +180,9 @@ class GraphKernelConfig:
     fusion_switch: FusionSwitch | None = None       # parsed --fusionSwitchFile
     dump_ir: bool = False                           # MS_DEV_DUMP_GRAPH_KERNEL_IR=on
     dump_dir: str = "."                             # base directory of all dumps
+    kernel_cache_dir: str | None = None             # on-disk native-kernel cache (None: codegen's default,
+                                                    # "": no cache)
+    num_threads_hint: int = 2                       # threads the native kernels are built for (<=1: serial)
     verify_ir: bool = False                         # run the IR verifier after every pass
 
     def __post_init__(self) -> None:
@@ -247,7 +250,8 @@ def _valid_ops(default: Iterable[str], enable: Iterable[str], disable: Iterable[
 
 
 # -- flag table -------------------------------------------------------------------------------------------------
-_CONVERTER_ONLY = {"flags_text", "fusion_switch", "dump_ir", "dump_dir", "verify_ir"}
+_CONVERTER_ONLY = {"flags_text", "fusion_switch", "dump_ir", "dump_dir", "verify_ir", "kernel_cache_dir",
+                   "num_threads_hint"}
 FLAG_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(GraphKernelConfig)
                                    if f.name not in _CONVERTER_ONLY)
 HARDWARE_ONLY_KEYS = frozenset({

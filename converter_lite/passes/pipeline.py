@@ -102,3 +102,4 @@ from .rewrite import (add_layer_norm, add_rms_norm, attention, conv_bn, gelu, la
                       matmul_biasadd, matmul_gelu, matmul_relu, shape_reshape, split_concat, transpose_matmul)
 from .fuse import parallel, stitch  # noqa: E402,F401  (opt_level 3 stitch/parallel fusion)
 from . import combine, recompute  # noqa: E402,F401  (op combiner, recompute fusion)
+from . import build  # noqa: E402,F401  (graph_kernel_build: native code)

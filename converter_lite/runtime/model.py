@@ -162,7 +162,8 @@ def _native_resolver(loaded: LoadedModel, num_threads: int):
         log.warning("model %s has native code but the native runtime is unavailable (%s); "
                     "running reference kernels", loaded.path, e)
         return None
-    lib = NativeLibrary.from_sections(loaded.sections)
+    # the native sections are small next to the weights: hand the loader plain bytes
+    lib = NativeLibrary.from_sections({k: bytes(v) for k, v in loaded.sections.items() if k.startswith("native/")})
     if hasattr(lib, "set_num_threads"):
         lib.set_num_threads(num_threads)
 

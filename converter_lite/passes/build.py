@@ -1,0 +1,65 @@
+"""``graph_kernel_build``: every fused kernel -> native code (LLVM via llvmlite), one shared object per model.
+
+1. Collect the GraphKernel nodes (in graph order, nested none).
+2. Kernels the code generator cannot lower (an op without an emitter) stay interpreted; each is logged with
+   the op at fault.
+3. ``codegen.build_kernels`` lowers, optimises for the target (``cpu_arch``/``cpu_type``/``cpu_feature``,
+   default the host) and links them; the shared object, the LLVM IR and the target fingerprint go into
+   ``ctx.artifacts`` and from there into the ``.ms`` file.
+4. With ``dump_as_text``: each kernel's LLVM IR and assembly as ``graph_kernel_dump/<kernel>.ll`` / ``.s``.
+"""
+from __future__ import annotations
+
+import time
+
+from ..ir.core import Graph
+from .base import Pass, PassContext
+from .registry import register_pass
+
+
+@register_pass
+class GraphKernelBuild(Pass):
+    name = "graph_kernel_build"
+
+    def run(self, graph: Graph, ctx: PassContext) -> bool:
+        from .. import codegen      # llvmlite is loaded only when a model is actually built
+
+        kernels = [n for n in graph.nodes if n.op == "GraphKernel"]
+        if not kernels:
+            return False
+        cfg = ctx.config
+        target = {"cpu_arch": cfg.cpu_arch, "cpu_type": cfg.cpu_type, "cpu_feature": cfg.cpu_feature}
+        todo = []
+        for node in kernels:
+            reason = codegen.unsupported_reason(node.attrs["graph"], node.attrs["kernel_name"])
+            if reason:
+                ctx.log.info("kernel %s stays interpreted: %s", node.attrs["kernel_name"], reason)
+                ctx.count("graph_kernel_build/interpreted")
+            else:
+                todo.append((node.attrs["kernel_name"], node.attrs["graph"]))
+        if not todo:
+            return False
+        t0 = time.perf_counter()
+        bundle = codegen.build_kernels(todo, target=target, cache_dir=cfg.kernel_cache_dir,
+                                       num_threads_hint=cfg.num_threads_hint, on_unsupported="skip")
+        for name, why in bundle.skipped.items():
+            ctx.log.info("kernel %s stays interpreted: %s", name, why)
+            ctx.count("graph_kernel_build/interpreted")
+        ctx.artifacts.update(bundle.sections)
+        ctx.count("graph_kernel_build/native", len(bundle.specs))
+        ctx.count("graph_kernel_build/compiled", int(bundle.stats.get("compiled", 0)))
+        ctx.count("graph_kernel_build/compile_us", int((time.perf_counter() - t0) * 1e6))
+        if cfg.dump_as_text:
+            for name, sub in todo:
+                if name in bundle.specs:
+                    ll, asm = _kernel_text(codegen, sub, target, name, cfg)
+                    ctx.record(f"{name}.ll", ll)
+                    ctx.record(f"{name}.s", asm)
+        return False    # the graph itself is unchanged; the native code rides along in ctx.artifacts
+
+
+def _kernel_text(codegen, graph, target, name, cfg) -> tuple[str, str]:
+    try:
+        return codegen.kernel_assembly(graph, target, name=name, num_threads_hint=cfg.num_threads_hint)
+    except Exception as e:   # a dump must never fail a conversion
+        return f"; IR unavailable: {e}", f"# assembly unavailable: {e}"
