@@ -34,6 +34,12 @@ def test_load_and_call(bundle, rng):
     xt = np.asfortranarray(x)                              # non-contiguous inputs are made contiguous
     k([xt, y], [out, total])
     np.testing.assert_allclose(out, x + y, rtol=1e-6)
+    x += 1                                                 # same arrays again: cached pointers, new data
+    k([x, y], [out, total])
+    np.testing.assert_allclose(out, x + y, rtol=1e-6)
+    out2 = np.empty_like(out)
+    k([x, y], [out2, total])
+    np.testing.assert_allclose(out2, x + y, rtol=1e-6)
     run = k.bind([x, y], [out, total])
     out[:] = 0
     run()
