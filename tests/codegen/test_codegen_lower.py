@@ -200,3 +200,19 @@ def test_unsupported_op_names_the_op(tmp_path):
     ok = make_graph("ok", [(F32, (4,))], lambda b, x: x + 1.0)
     bundle = build_kernels([("bad", g), ("ok", ok)], cache_dir=str(tmp_path), on_unsupported="skip")
     assert list(bundle.specs) == ["ok"] and "Atan" in bundle.skipped["bad"]
+
+
+def test_row_stitching_applies_to_row_wise_chains():
+    """softmax/layer norm run row chunk by row chunk; anything mixing rows keeps whole-tensor stages."""
+    from converter_lite.codegen.lower import row_chunking
+    assert row_chunking(plan_kernel(make_graph("sm", [(F32, (64, 128))], _softmax))) == (64, 64)
+    ln = make_graph("ln", [(F32, (16, 512)), (F32, (512,)), (F32, (512,))], _layer_norm)
+    assert row_chunking(plan_kernel(ln)) == (16, 16)
+    over_rows = make_graph("r0", [(F32, (8, 4))], lambda b, x: x - b.op("ReduceMean", x, _axes(b, (0,))))
+    assert row_chunking(plan_kernel(over_rows)) is None
+    dropped = make_graph("kd", [(F32, (8, 8))], lambda b, x: [
+        x - b.op("ReduceMax", x, _axes(b, (1,)), keepdims=0), b.op("ReduceSum", x, _axes(b, (1,)), keepdims=0)])
+    assert row_chunking(plan_kernel(dropped)) is None           # [8] broadcasts along columns, not rows
+    moved = make_graph("tr", [(F32, (8, 8))], lambda b, x: b.op("Transpose", x - b.op(
+        "ReduceMax", x, _axes(b, (1,)), keepdims=1)))
+    assert row_chunking(plan_kernel(moved)) is None
