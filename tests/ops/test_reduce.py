@@ -141,7 +141,7 @@ def test_reduce_rejects_bad_axes():
 
 def test_reduce_needs_constant_axes():
     node = Node("ReduceSum", [Value("x", TensorType(1, (2, 3))), Value("axes", TensorType(7, (1,)))], [Value("y")])
-    with pytest.raises(KernelError, match="constant"):
+    with pytest.raises(KernelError, match="run time"):    # a DynamicShapeError: the importer runs it unfused
         infer_types(node)
 
 
