@@ -15,6 +15,8 @@ and asks the emitter ``em`` for the input element there:
     Slice(starts, ends, axes, steps)    in[a] = start[a] + out[a] * step[a]      (numpy slicing clamps)
     Concat(axis), Split(axis, split)    the input whose range along ``axis`` holds the coordinate
     Tile(repeats)                       in[a] = out[a] mod in_dim[a]
+    Pad(pads, constant_value, axes)     constant (select), edge (clamp), reflect (mirror), wrap (modulo)
+    Dropout (inference)                 the input, and an all-True mask
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..ir.core import Node, Value
-from .types import I64
+from .types import I64, constant
 
 
 def _numel(shape: Sequence[int]) -> int:
@@ -261,3 +263,65 @@ def _split(em, node: Node, v: Value, idx: Index) -> ir.Value:
     if off:
         coords[axis] = idx.b.add(coords[axis], ir.Constant(I64, off))
     return em.value_at(src, Index(idx.b, src.shape, coords))
+
+
+@index_map("Dropout")
+def _dropout(em, node: Node, v: Value, idx: Index) -> ir.Value:
+    """Inference Dropout: output 0 is the input, output 1 (mask) is all True."""
+    if v.index == 1:
+        return ir.Constant(ir.IntType(1), 1)
+    src = node.inputs[0]
+    return em.value_at(src, idx.with_shape(src.shape))
+
+
+def pad_plan(node: Node) -> list[tuple[int, int, int]]:
+    """Per axis (crop begin, pad begin, cropped length): Pad crops negative amounts, then pads."""
+    shape = node.inputs[0].shape
+    pads = _const_ints(node.inputs[1]) or []
+    ins = list(node.inputs) + [None] * 4
+    axes = [a % len(shape) for a in (_const_ints(ins[3]) or range(len(shape)))]
+    amounts = [(0, 0)] * len(shape)
+    for i, a in enumerate(axes):
+        amounts[a] = (pads[i], pads[i + len(axes)])
+    return [(max(-b, 0), max(b, 0), d - max(-b, 0) - max(-e, 0)) for d, (b, e) in zip(shape, amounts)]
+
+
+@index_map("Pad")
+def _pad(em, node: Node, v: Value, idx: Index) -> ir.Value:
+    """constant: read the input where the coordinate falls inside it (clamped load + select, no branch);
+    edge: clamp; reflect: mirror without repeating the edge; wrap: modulo the cropped length."""
+    src = node.inputs[0]
+    b = idx.b
+    mode = node.attrs.get("mode", "constant")
+    plan = pad_plan(node)
+    ty = em.compute_type(v)
+    fill = None
+    if mode == "constant":
+        cv = node.inputs[2] if len(node.inputs) > 2 else None
+        value = 0 if cv is None or cv.const is None or np.size(cv.const) == 0 else np.asarray(cv.const).item()
+        fill = constant(v.dtype, value)
+        if any(n == 0 for _, _, n in plan):
+            return fill
+    zero = ir.Constant(I64, 0)
+    coords, inside = [], None
+    for c, (crop, before, n) in zip(idx.coords(), plan):
+        p = b.sub(c, ir.Constant(I64, before)) if before else c
+        last = ir.Constant(I64, max(n - 1, 0))
+        if mode == "reflect" and n > 1:
+            period = ir.Constant(I64, 2 * (n - 1))
+            r = b.srem(p, period)
+            r = b.select(b.icmp_signed("<", r, zero), b.add(r, period), r)
+            p = b.select(b.icmp_signed(">", r, last), b.sub(period, r), r)
+        elif mode == "wrap":
+            r = b.srem(p, ir.Constant(I64, n))
+            p = b.select(b.icmp_signed("<", r, zero), b.add(r, ir.Constant(I64, n)), r)
+        else:
+            if mode == "constant":
+                ok = b.and_(b.icmp_signed(">=", p, zero), b.icmp_signed("<=", p, last))
+                inside = ok if inside is None else b.and_(inside, ok)
+            p = b.select(b.icmp_signed("<", p, zero), zero, b.select(b.icmp_signed(">", p, last), last, p))
+        coords.append(b.add(p, ir.Constant(I64, crop)) if crop else p)
+    val = em.value_at(src, Index(b, src.shape, coords))
+    if fill is None or inside is None:
+        return val
+    return b.select(inside, val, fill if fill.type == ty else ir.Constant(ty, fill.constant))

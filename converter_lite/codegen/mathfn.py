@@ -41,6 +41,7 @@ _SIN_P = (-1.66666666666666307295e-1, 8.33333333332211858878e-3, -1.984126982958
           2.75573136213857245213e-6, -2.50507477628578072866e-8, 1.58962301576546568060e-10)
 _COS_P = (4.16666666666665929218e-2, -1.38888888888730564116e-3, 2.48015872888517045348e-5,
           -2.75573141792967388112e-7, 2.08757008419747316778e-9, -1.13585365213876817300e-11)
+_ATANF_P = (-3.33329491539e-1, 1.99777106478e-1, -1.38776856032e-1, 8.05374449538e-2)
 # erf(x)/x = P(x^2) on [0, 1];  erfc(x)*exp(x^2) = H((x - 2.5)/1.5) on [1, 4]
 _ERF_P = (1.128379167071956, -0.3761263858069094, 0.11283784462366668, -0.026865558322568695,
           0.0052214229062034455, -0.0008490195194547072, 0.00011313113738461014, -9.80925421343853e-06)
@@ -300,6 +301,66 @@ class MathEmitter:
         v = b.select(negate, b.fneg(v), v)
         v = self.sel(finite, v, math.nan)
         return self.narrow(v, x.type)
+
+    # -- inverse trigonometric / hyperbolic (float32; float64 calls libm) ----------------------------------
+    def atan(self, x: ir.Value) -> ir.Value:
+        """Cephes atanf: reduce by atan(x) = pi/2 - atan(1/x) (|x| > tan(3pi/8)) or pi/4 + atan((x-1)/(x+1))."""
+        if x.type == F64:
+            return self.libm("atan", x)
+        b = self.b
+        a = self.call1("llvm.fabs", x)
+        big = self.gt(a, 2.414213562373095)
+        mid = self.gt(a, 0.4142135623730950)
+        one = self.c(F32, 1.0)
+        t = self.sel(big, b.fdiv(self.c(F32, -1.0), a), self.sel(mid, b.fdiv(b.fsub(a, one), b.fadd(a, one)), a))
+        base = self.sel(big, math.pi / 2, self.sel(mid, math.pi / 4, 0.0, F32))
+        z = b.fmul(t, t)
+        p = self.fma(b.fmul(self.horner(z, _ATANF_P), z), t, t)
+        r = b.fadd(base, p)
+        return self.sel(self.isnan(x), x, self.call2("llvm.copysign", r, x))
+
+    def asin(self, x: ir.Value) -> ir.Value:
+        if x.type == F64:
+            return self.libm("asin", x)
+        b, one = self.b, self.c(F32, 1.0)
+        return self.atan(b.fdiv(x, self.call1("llvm.sqrt", b.fmul(b.fsub(one, x), b.fadd(one, x)))))
+
+    def acos(self, x: ir.Value) -> ir.Value:
+        if x.type == F64:
+            return self.libm("acos", x)
+        b, one = self.b, self.c(F32, 1.0)
+        return b.fmul(self.c(F32, 2.0), self.atan(self.call1("llvm.sqrt", b.fdiv(b.fsub(one, x), b.fadd(one, x)))))
+
+    def asinh(self, x: ir.Value) -> ir.Value:
+        """sign(x) * log1p(|x| + x^2 / (1 + sqrt(1 + x^2))); log(|x|) + ln 2 for huge |x|."""
+        if x.type == F64:
+            return self.libm("asinh", x)
+        b, one = self.b, self.c(F32, 1.0)
+        a = self.call1("llvm.fabs", x)
+        a2 = b.fmul(a, a)
+        small = self.log1p(b.fadd(a, b.fdiv(a2, b.fadd(one, self.call1("llvm.sqrt", b.fadd(one, a2))))))
+        huge = b.fadd(self.log(a), self.c(F32, math.log(2.0)))
+        r = self.sel(self.gt(a, 1e9), huge, small)
+        return self.sel(self.isnan(x), x, self.call2("llvm.copysign", r, x))
+
+    def acosh(self, x: ir.Value) -> ir.Value:
+        """log1p((x-1) + sqrt((x-1)(x+1))); log(x) + ln 2 for huge x; NaN below 1."""
+        if x.type == F64:
+            return self.libm("acosh", x)
+        b, one = self.b, self.c(F32, 1.0)
+        t = b.fsub(x, one)
+        small = self.log1p(b.fadd(t, self.call1("llvm.sqrt", b.fmul(t, b.fadd(x, one)))))
+        r = self.sel(self.gt(x, 1e9), b.fadd(self.log(x), self.c(F32, math.log(2.0))), small)
+        return self.sel(self.lt(x, 1.0), math.nan, r)
+
+    def atanh(self, x: ir.Value) -> ir.Value:
+        """0.5 * log1p(2x / (1 - x))."""
+        if x.type == F64:
+            return self.libm("atanh", x)
+        b = self.b
+        a = self.call1("llvm.fabs", x)
+        r = b.fmul(self.c(F32, 0.5), self.log1p(b.fdiv(b.fadd(a, a), b.fsub(self.c(F32, 1.0), a))))
+        return self.sel(self.isnan(x), x, self.call2("llvm.copysign", r, x))
 
     def libm(self, name: str, x: ir.Value) -> ir.Value:
         """A scalar libm call (float64 only, where accuracy matters more than vector width)."""

@@ -242,7 +242,9 @@ def _math_unary(method: str):
     return fn
 
 
-for _op, _m in (("Exp", "exp"), ("Log", "log"), ("Tanh", "tanh"), ("Sigmoid", "sigmoid"), ("Erf", "erf")):
+for _op, _m in (("Exp", "exp"), ("Log", "log"), ("Tanh", "tanh"), ("Sigmoid", "sigmoid"), ("Erf", "erf"),
+               ("Atan", "atan"), ("Asin", "asin"), ("Acos", "acos"), ("Asinh", "asinh"), ("Acosh", "acosh"),
+               ("Atanh", "atanh")):
     SCALAR_EMITTERS[_op] = _math_unary(_m)
 
 

@@ -36,6 +36,7 @@ UNARY_FLOAT = {
     "Elu": {"alpha": 0.7}, "Selu": {}, "Celu": {"alpha": 1.5}, "LeakyRelu": {"alpha": 0.1},
     "ThresholdedRelu": {"alpha": 0.5}, "HardSigmoid": {"alpha": 0.3, "beta": 0.4}, "HardSwish": {}, "Mish": {},
     "Gelu": {}, "Swish": {"alpha": 1.3}, "Shrink": {"lambd": 0.6, "bias": 0.2},
+    "Atan": {}, "Asin": {}, "Acos": {}, "Asinh": {}, "Acosh": {}, "Atanh": {},
 }
 UNARY_ANY = {"Abs": {}, "Neg": {}, "Sign": {}, "Relu": {}, "Identity": {}}
 BINARY_ARITH = ("Add", "Sub", "Mul", "Div", "Max", "Min")
