@@ -18,13 +18,13 @@ from .build import (
 from .errors import UnsupportedOpError
 from .index import INDEX_MAPS
 from .lower import check_supported
-from .reduce import REDUCERS
+from .reduce import REDUCE_OPS, REDUCERS
 from .scalar import SCALAR_EMITTERS
 
 
 def supported_ops() -> frozenset[str]:
     """Every op type a fused kernel may contain."""
-    return frozenset(SCALAR_EMITTERS) | frozenset(INDEX_MAPS) | frozenset(REDUCERS)
+    return frozenset(SCALAR_EMITTERS) | frozenset(INDEX_MAPS) | REDUCE_OPS
 
 
 def unsupported_reason(graph, name: str = "") -> str | None:

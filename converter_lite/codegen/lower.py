@@ -31,7 +31,7 @@ from .index import INDEX_MAPS, RESHAPE_LIKE, Index, _numel
 from .loops import for_range, loop_nest
 from .mathfn import MathEmitter
 from .reduce import (
-    REDUCERS,
+    REDUCE_OPS,
     ReduceStage,
     acc_dtype,
     emit_reduce,
@@ -125,15 +125,15 @@ def check_supported(graph: Graph, kernel: str = "") -> None:
     for v in list(graph.inputs) + list(graph.outputs):
         _check_dtype(v, "graph I/O", kernel)
     for node in graph.nodes:
-        if node.op not in SCALAR_EMITTERS and node.op not in INDEX_MAPS and node.op not in REDUCERS:
+        if node.op not in SCALAR_EMITTERS and node.op not in INDEX_MAPS and node.op not in REDUCE_OPS:
             raise UnsupportedOpError(node.op, kernel)
         for v in list(node.inputs) + list(node.outputs):
             if v is not None:
                 _check_dtype(v, node.op, kernel)
-        if node.op in REDUCERS and len(node.inputs) > 1 and node.inputs[1] is not None \
+        if node.op in REDUCE_OPS and len(node.inputs) > 1 and node.inputs[1] is not None \
                 and node.inputs[1].const is None:
             raise UnsupportedOpError(node.op, kernel, "reduction axes are computed at run time")
-        if node.op in REDUCERS and not lowerable(node.op, node.inputs[0].dtype):
+        if node.op in REDUCE_OPS and not lowerable(node.op, node.inputs[0].dtype):
             raise UnsupportedOpError(node.op, kernel, f"not lowered for {node.inputs[0].dtype.name}")
         if node.op == "Slice" and any(v is not None and v.const is None for v in node.inputs[1:]):
             raise UnsupportedOpError(node.op, kernel, "slice bounds are computed at run time")
@@ -161,7 +161,7 @@ def plan_kernel(graph: Graph) -> KernelPlan:
     out_bufs = [new_buffer(v.dtype, v.shape, "output") for v in graph.outputs]
     temps: list[tuple] = []
     for node in graph.nodes:
-        if node.op not in REDUCERS:
+        if node.op not in REDUCE_OPS:
             continue
         axes = reduce_axes(node)
         v = node.outputs[0]
@@ -436,7 +436,7 @@ def row_chunking(plan: KernelPlan) -> tuple[int, int] | None:
     dependent: set[int] = set()                      # values computed from a reduction
     for node in plan.graph.nodes:
         ins = [v for v in node.inputs if v is not None]
-        if node.op in REDUCERS or any(id(v) in dependent for v in ins):
+        if node.op in REDUCE_OPS or any(id(v) in dependent for v in ins):
             for o in node.outputs:
                 dependent.add(id(o))
         for v in ins:

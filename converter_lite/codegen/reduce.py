@@ -49,7 +49,16 @@ REDUCERS: dict[str, Reducer] = {
 }
 
 
+# reductions evaluated with the accumulators in registers, the reduced axes innermost (any axes)
+SPECIAL = frozenset({"ArgMax", "ArgMin", "ReduceLogSumExp"})
+REDUCE_OPS = frozenset(REDUCERS) | SPECIAL
+
+
 def lowerable(op: str, dtype: DType) -> bool:
+    if op in ("ArgMax", "ArgMin"):
+        return dtype is not DType.bool
+    if op == "ReduceLogSumExp":
+        return dtype.is_float
     red = REDUCERS.get(op)
     return red is not None and (dtype.is_float or red.post not in ("sqrt", "log"))
 
@@ -57,6 +66,8 @@ def lowerable(op: str, dtype: DType) -> bool:
 def reduce_axes(node: Node) -> tuple[int, ...] | None:
     """The sorted reduced axes (``()`` for empty axes with noop_with_empty_axes: only the per-element part)."""
     rank = len(node.inputs[0].shape)
+    if node.op in ("ArgMax", "ArgMin"):
+        return (int(node.attrs.get("axis", 0)) % max(rank, 1),)
     axes_in = node.inputs[1] if len(node.inputs) > 1 else None
     if axes_in is not None:
         axes = [int(a) for a in np.asarray(axes_in.const).reshape(-1)]
@@ -151,7 +162,7 @@ class ReduceStage:
     @property
     def inner(self) -> bool:
         shape = self.in_shape
-        return not shape or (len(shape) - 1) in self.axes or not self.axes
+        return not shape or (len(shape) - 1) in self.axes or not self.axes or self.node.op in SPECIAL
 
     @property
     def kept(self) -> list[int]:
@@ -186,7 +197,7 @@ class ReduceStage:
 
 def emit_reduce(em, st: ReduceStage, lo: ir.Value, hi: ir.Value) -> None:
     """Emits the loops of ``st`` into the current stage function (``[lo, hi)`` = this thread's range)."""
-    node, red = st.node, REDUCERS[st.node.op]
+    node, red = st.node, REDUCERS.get(st.node.op, Reducer("add"))
     src = node.inputs[0]
     dtype = src.dtype
     adt = acc_dtype(dtype)
@@ -208,6 +219,9 @@ def emit_reduce(em, st: ReduceStage, lo: ir.Value, hi: ir.Value) -> None:
     def element(coords):
         return _pre(em, red, em.value_at(src, Index(b, shape, coords)), dtype)
 
+    if node.op in SPECIAL:
+        _emit_special(em, st, extent, out_index, element)
+        return
     if st.inner:
         slot = em.alloca_entry(compute_type(adt))
         kept = st.kept
@@ -232,6 +246,57 @@ def emit_reduce(em, st: ReduceStage, lo: ir.Value, hi: ir.Value) -> None:
             oi = Index(b, node.outputs[0].shape, _out_from_kept(st, oc, zero))
             v = finalize(em, red, em.load_compute(acc, oi), count, adt)
             em.store_compute(st.dst, oi, _to_out(em, v, adt, out_dtype))
+
+
+def _emit_special(em, st: ReduceStage, extent, out_index, element) -> None:
+    """ArgMax/ArgMin (first extreme index, last with select_last_index; NaN counts as extreme) and
+    ReduceLogSumExp (m + log(sum(exp(x - m))), m the max or 0 when it is not finite), register accumulators."""
+    b, node = em.b, st.node
+    shape, dtype = st.in_shape, node.inputs[0].dtype
+    kept = st.kept
+    zero = ir.Constant(ir.IntType(64), 0)
+    vty = compute_type(dtype)
+    best = em.alloca_entry(vty)
+    aux = em.alloca_entry(ir.IntType(64) if node.op != "ReduceLogSumExp" else vty)
+    is_max = node.op in ("ArgMax", "ReduceLogSumExp")
+    red = Reducer("max" if is_max else "min")
+    with loop_nest(b, [extent(d) for d in kept], "k") as kc:
+        b.store(identity(red, dtype), best)
+        b.store(ir.Constant(aux.type.pointee, 0 if node.op != "ReduceLogSumExp" else 0.0), aux)
+        with loop_nest(b, [extent(d) for d in st.axes], "r") as rc, em.memo_scope():
+            coords = _merge(len(shape), kept, kc, st.axes, rc)
+            x, cur = element(coords), b.load(best)
+            if node.op == "ReduceLogSumExp":
+                b.store(combine(em, red, cur, x, dtype), best)
+            else:
+                b.store(b.select(_takes(em, node, x, cur, dtype), x, cur), best)
+                b.store(b.select(_takes(em, node, x, cur, dtype), rc[0], b.load(aux)), aux)
+        if node.op == "ReduceLogSumExp":
+            m = b.load(best)
+            finite = b.fcmp_ordered("<", em.math.call1("llvm.fabs", m), ir.Constant(vty, math.inf))
+            m = b.select(finite, m, ir.Constant(vty, 0.0))
+            with loop_nest(b, [extent(d) for d in st.axes], "s") as rc, em.memo_scope():
+                coords = _merge(len(shape), kept, kc, st.axes, rc)
+                t = em.math.exp(b.fsub(element(coords), m))
+                b.store(b.fadd(b.load(aux), t, flags=("reassoc",)), aux)
+            result = b.fadd(em.math.log(b.load(aux)), m)
+        else:
+            result = b.load(aux)
+        full = _merge(len(shape), kept, kc, st.axes, [zero] * len(st.axes))
+        em.store_compute(st.dst, out_index(full), result)
+
+
+def _takes(em, node: Node, x: ir.Value, cur: ir.Value, dtype: DType) -> ir.Value:
+    """Whether element x replaces the current extreme ``cur`` of ArgMax/ArgMin."""
+    b = em.b
+    last = bool(node.attrs.get("select_last_index", 0))
+    op = (">" if node.op == "ArgMax" else "<") + ("=" if last else "")
+    if not dtype.is_float:
+        return b.icmp_unsigned(op, x, cur) if is_unsigned(dtype) else b.icmp_signed(op, x, cur)
+    x_nan, cur_nan = em.math.isnan(x), em.math.isnan(cur)
+    better = b.and_(b.fcmp_ordered(op, x, cur), b.not_(cur_nan))
+    nan_wins = x_nan if last else b.and_(x_nan, b.not_(cur_nan))
+    return b.or_(better, nan_wins)
 
 
 def _merge(rank: int, kept: list[int], kc: list, axes: tuple[int, ...], rc: list) -> list:

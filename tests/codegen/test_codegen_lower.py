@@ -59,6 +59,17 @@ def _cases() -> list[Case]:
             for op in ("ReduceSum", "ReduceMax", "ReduceMean"):
                 add(f"{op}_{tag}_{dt.name}", [(dt, (6, 4, 19))],
                     lambda b, x, op=op, tag=tag: b.op(op, x, _axes(b, AXES[tag]), keepdims=1))
+    for op in ("ArgMax", "ArgMin"):
+        for dt in (F32, F16, I32):
+            for axis, keep, last in ((1, 1, 0), (0, 0, 1), (-1, 0, 0), (2, 1, 1)):
+                add(f"{op}_{dt.name}_a{axis}k{keep}l{last}", [(dt, (5, 6, 7))], lambda b, x, op=op, a=axis, k=keep,
+                    s=last: b.op(op, x, axis=a, keepdims=k, select_last_index=s),
+                    inputs=lambda rng, dt=dt: [random_array(rng, dt, (5, 6, 7)) if dt.is_float
+                                               else random_array(rng, dt, (5, 6, 7)) // 5])   # ties
+    for tag in ("inner", "outer", "all"):
+        add(f"ReduceLogSumExp_{tag}", [(F32, (5, 7, 33))], lambda b, x, tag=tag: b.op(
+            "ReduceLogSumExp", x, _axes(b, AXES[tag]), keepdims=1))
+    add("ReduceLogSumExp_f16", [(F16, (4, 9))], lambda b, x: b.op("ReduceLogSumExp", x, _axes(b, (1,))))
     add("ReduceSum_noop", [(F32, (3, 5))],
         lambda b, x: b.op("ReduceSumSquare", x, None, keepdims=1, noop_with_empty_axes=1))
     # NaN/inf inside reductions (the default inputs carry them): max/min propagate NaN
@@ -198,15 +209,15 @@ def test_softmax_plan_materializes_only_the_reductions():
 
 
 def test_unsupported_op_names_the_op(tmp_path):
-    g = make_graph("bad", [(F32, (4, 4))], lambda b, x: b.op("ReduceLogSumExp", x) + 1.0)
+    g = make_graph("bad", [(F32, (4, 4))], lambda b, x: b.op("Hardmax", x) + 1.0)
     with pytest.raises(UnsupportedOpError) as e:
         check_supported(g, "bad")
-    assert e.value.op == "ReduceLogSumExp" and "ReduceLogSumExp" in str(e.value) and e.value.kernel == "bad"
+    assert e.value.op == "Hardmax" and "Hardmax" in str(e.value) and e.value.kernel == "bad"
     with pytest.raises(UnsupportedOpError):
         build_kernels([("bad", g)], cache_dir=str(tmp_path))
     ok = make_graph("ok", [(F32, (4,))], lambda b, x: x + 1.0)
     bundle = build_kernels([("bad", g), ("ok", ok)], cache_dir=str(tmp_path), on_unsupported="skip")
-    assert list(bundle.specs) == ["ok"] and "ReduceLogSumExp" in bundle.skipped["bad"]
+    assert list(bundle.specs) == ["ok"] and "Hardmax" in bundle.skipped["bad"]
 
 
 def test_row_stitching_applies_to_row_wise_chains():
