@@ -7,7 +7,7 @@ inputs and outputs; every buffer is C-contiguous with the static dtype and shape
 (native/target.json).  Outputs must not overlap inputs.  ``num_threads`` <= 1 runs on the calling thread;
 above that, a kernel compiled as parallel (enough work, see ``lower_kernel``) runs its stages on libgomp's
 thread team (``GOMP_parallel``, a few microseconds per call); the threads share each stage's partition axis in
-chunks taken from an atomic counter (lower.lower_stages).
+chunks taken from an atomic counter (schedule.py).
 Temporaries (reduction results) live on the stack when small, else in malloc'ed memory freed before return.
 
 Symbols are ``cl_<kernel name with non-identifier characters replaced by _>`` so they never collide with libc.
@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ..ir.core import Graph
-from .lower import KernelPlan, lower_stages, plan_kernel
+from .lower import KernelPlan, emit_stages, plan_kernel
+from .schedule import emit_run
 from .types import BYTE_PTR, BYTE_PTR_PTR, I32, I64, VOID
 
 STACK_TEMP_LIMIT = 64 * 1024          # temporaries up to this size are stack allocated
@@ -68,7 +69,7 @@ def lower_kernel(graph: Graph, sym: str, parallel: bool | None = None, *, thread
     plan = plan_kernel(graph)
     if parallel is None:
         parallel = is_parallel(plan, threads, threshold)
-    run = lower_stages(module, plan, sym, parallel, kernel)
+    run = emit_run(module, plan, sym, emit_stages(module, plan, sym, kernel), parallel)
     entry = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR_PTR, I64]), sym)
     args, nthreads = entry.args
     b = ir.IRBuilder(entry.append_basic_block("entry"))

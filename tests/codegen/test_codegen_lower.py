@@ -222,7 +222,7 @@ def test_unsupported_op_names_the_op(tmp_path):
 
 def test_row_stitching_applies_to_row_wise_chains():
     """softmax/layer norm run row chunk by row chunk; anything mixing rows keeps whole-tensor stages."""
-    from converter_lite.codegen.lower import row_chunking
+    from converter_lite.codegen.schedule import row_chunking
     assert row_chunking(plan_kernel(make_graph("sm", [(F32, (64, 128))], _softmax))) == (64, 64)
     ln = make_graph("ln", [(F32, (16, 512)), (F32, (512,)), (F32, (512,))], _layer_norm)
     assert row_chunking(plan_kernel(ln)) == (16, 16)
