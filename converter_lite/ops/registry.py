@@ -167,6 +167,18 @@ def _attr_dtype(node: Node, key: str, default: DType) -> DType:
     return DType(v) if v is not None else default
 
 
+def _code_dtype(node: Node, key: str, default: DType) -> DType:
+    """A type-code attribute where 0 (UNDEFINED) means unset, as QuantizeLinear's ``output_dtype``."""
+    v = node.attrs.get(key, 0)
+    return DType(v) if v else default
+
+
+def _input_dtype(node: Node, i: int, default: DType) -> DType:
+    """The dtype of input ``i``, or ``default`` when the input is omitted."""
+    v = node.inputs[i] if i < len(node.inputs) else None
+    return v.type.dtype if v is not None else default
+
+
 _DTYPE_RULES: dict[str, Callable[[Node], list[DType]]] = {
     "Cast": lambda n: [DType(n.attrs["to"])],
     "CastLike": lambda n: [n.inputs[1].type.dtype],
@@ -185,6 +197,25 @@ _DTYPE_RULES: dict[str, Callable[[Node], list[DType]]] = {
     "MatMulInteger": lambda n: [DType.int32],
     "LayerNormalization": lambda n: [n.inputs[0].type.dtype] + [
         DType.float32 if n.attrs.get("stash_type", 1) == 1 else n.inputs[0].type.dtype] * 2,
+    "RandomNormal": lambda n: [_attr_dtype(n, "dtype", DType.float32)],
+    "RandomUniform": lambda n: [_attr_dtype(n, "dtype", DType.float32)],
+    "Where": lambda n: [n.inputs[1].type.dtype],
+    "BitCast": lambda n: [DType(n.attrs["to"])],
+    "QuantizeLinear": lambda n: [_input_dtype(n, 2, _code_dtype(n, "output_dtype", DType.uint8))],
+    "DequantizeLinear": lambda n: [_code_dtype(n, "output_dtype", n.inputs[1].type.dtype)],
+    "DynamicQuantizeLinear": lambda n: [DType.uint8, DType.float32, DType.uint8],
+    "ConvInteger": lambda n: [DType.int32],
+    "QLinearConv": lambda n: [_input_dtype(n, 7, DType.uint8)],
+    "QLinearMatMul": lambda n: [_input_dtype(n, 7, DType.uint8)],
+    "HannWindow": lambda n: [_attr_dtype(n, "output_datatype", DType.float32)],
+    "HammingWindow": lambda n: [_attr_dtype(n, "output_datatype", DType.float32)],
+    "BlackmanWindow": lambda n: [_attr_dtype(n, "output_datatype", DType.float32)],
+    "MelWeightMatrix": lambda n: [_attr_dtype(n, "output_datatype", DType.float32)],
+    "BatchNormalization": lambda n: [n.inputs[0].type.dtype, n.inputs[3].type.dtype, n.inputs[4].type.dtype],
+    "Attention": lambda n: [n.inputs[0].type.dtype, n.inputs[1].type.dtype, n.inputs[2].type.dtype,
+                            n.inputs[0].type.dtype],
+    "StringSplit": lambda n: [DType.string, DType.int64],
+    "TfIdfVectorizer": lambda n: [DType.float32],
 }
 
 
