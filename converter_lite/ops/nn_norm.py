@@ -1,7 +1,10 @@
 """Reference kernels: normalizations and LRN.  Channels are axis 1 of ``X[N, C, D...]``.
 
 * ``BatchNormalization`` (inference form, ``training_mode=0``):
-  ``Y = (X - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + B[c]``.
+  ``Y = (X - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + B[c]``.  With ``training_mode=1`` Y uses the
+  batch statistics (mean and population variance of each channel over N and the spatial dims) instead, and
+  the optional outputs are ``running_mean = mean * momentum + batch_mean * (1 - momentum)`` and likewise
+  ``running_var`` (``momentum`` default 0.9), in the type of ``mean``/``var``.
 * ``InstanceNormalization``: the same with mean/var of each ``(n, c)`` over the spatial dims.
 * ``LayerNormalization``: mean/var over axes ``axis..rank-1``; ``Y = (X - mean) * InvStdDev * Scale + B``
   (Scale, B broadcast to X); optional outputs ``Mean`` and ``InvStdDev = 1 / sqrt(var + epsilon)`` of shape
@@ -38,16 +41,33 @@ def _check_rank(op: str, x, minimum: int) -> None:
         raise KernelError(f"{op}: input rank {x.ndim} < {minimum}")
 
 
-@reference("BatchNormalization", infer=infer_same)
+def _infer_batch_norm(node: Node) -> list[TensorType]:
+    return [node.inputs[0].type, node.inputs[3].type, node.inputs[4].type][:len(node.outputs)]
+
+
+@reference("BatchNormalization", infer=_infer_batch_norm)
 def batch_normalization(attrs, x, scale, b, mean, var):
-    if attrs.get("training_mode", 0):
-        raise KernelError("BatchNormalization: training_mode=1 is not supported (inference only)")
     _check_rank("BatchNormalization", x, 2)
     ct = compute_dtype(x.dtype)
     eps = float(attrs.get("epsilon", 1e-5))
+    if attrs.get("training_mode", 0):
+        return _batch_norm_training(attrs, x, scale, b, mean, var, ct, eps)
     inv = 1.0 / np.sqrt(_channel(var, x.ndim, ct) + np.asarray(eps, ct))
     y = (x.astype(ct, copy=False) - _channel(mean, x.ndim, ct)) * (inv * _channel(scale, x.ndim, ct))
     return (y + _channel(b, x.ndim, ct)).astype(x.dtype, copy=False)
+
+
+def _batch_norm_training(attrs, x, scale, b, mean, var, ct, eps):
+    """Y from the batch statistics, plus the updated running mean and variance."""
+    xc = x.astype(ct, copy=False)
+    axes = (0,) + tuple(range(2, x.ndim))
+    bmean, bvar = _moments(xc, axes)
+    y = (xc - bmean) / np.sqrt(bvar + np.asarray(eps, ct)) * _channel(scale, x.ndim, ct) + _channel(b, x.ndim, ct)
+    m = float(attrs.get("momentum", np.float32(0.9)))      # a FLOAT attribute: 0.9 rounded to float32
+    st = compute_dtype(mean.dtype)
+    running_mean = mean.astype(st) * st.type(m) + bmean.reshape(-1).astype(st) * st.type(1 - m)
+    running_var = var.astype(st) * st.type(m) + bvar.reshape(-1).astype(st) * st.type(1 - m)
+    return y.astype(x.dtype, copy=False), running_mean.astype(mean.dtype), running_var.astype(var.dtype)
 
 
 def _moments(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:

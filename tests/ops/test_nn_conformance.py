@@ -23,8 +23,6 @@ NN_OPS = ("MatMul MatMulInteger Gemm Einsum Conv ConvTranspose Col2Im MaxPool Av
           "AffineGrid GridSample").split()
 
 KNOWN_DEVIATIONS = {
-    "test_batchnorm_example_training_mode": "training_mode=1 is not supported (inference converter)",
-    "test_batchnorm_epsilon_training_mode": "training_mode=1 is not supported (inference converter)",
     "test_einsum_batch_matmul_bfloat16": "the IR has no bfloat16",
     "test_einsum_sum_bfloat16": "the IR has no bfloat16",
     "test_einsum_transpose_bfloat16": "the IR has no bfloat16",

@@ -23,12 +23,6 @@ def test_batch_normalization(rng, dtype, shape):
                                  "mean": mean, "var": var}, epsilon=1e-3)
 
 
-def test_batch_normalization_rejects_training_mode(rng):
-    c = np.ones(3, np.float32)
-    with pytest.raises(Exception, match="training_mode"):
-        ours("BatchNormalization", {"x": randn(rng, 2, 3, 4), "s": c, "b": c, "m": c, "v": c}, training_mode=1)
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("shape", [s for s in SHAPES if len(s) > 2])
 def test_instance_normalization(rng, dtype, shape):
