@@ -162,6 +162,18 @@ class MathEmitter:
             y = self.fma(self.c(F64, 2.0), b.fdiv(p, b.fsub(q, p)), self.c(F64, 1.0))
         return self.sel(self.isnan(x), x, self.scale(y, n))
 
+    def _exp_reduced(self, x: ir.Value) -> ir.Value:
+        """float32 exp for finite x whose result is a normal number (no clamping, one scaling step);
+        the result for NaN is unspecified (callers select another value then)."""
+        b = self.b
+        n = self.call1("llvm.roundeven", b.fmul(x, self.c(F32, LOG2E)))
+        r = self.fma(n, self.c(F32, -0.693359375), x)
+        r = self.fma(n, self.c(F32, 2.12194440e-4), r)
+        y = b.fadd(self.fma(self.horner(r, _EXPF_P), b.fmul(r, r), r), self.c(F32, 1.0))
+        ok = b.fcmp_ordered("ord", n, n)
+        ni = b.fptosi(self.sel(ok, n, 0.0), I32)
+        return b.fmul(y, self.pow2i(ni, F32))
+
     def log(self, x: ir.Value) -> ir.Value:
         b = self.b
         ty = x.type
@@ -220,7 +232,11 @@ class MathEmitter:
         b = self.b
         ty = x.type
         z = self.call1("llvm.fabs", x)
-        e = self.exp(b.fadd(z, z))
+        if ty == F32:                       # tanh(9) rounds to 1: exp's argument stays in [1.25, 18]
+            zc = self.sel(self.gt(z, 9.0), 9.0, z)
+            e = self._exp_reduced(b.fadd(zc, zc))
+        else:
+            e = self.exp(b.fadd(z, z))
         big = b.fsub(self.c(ty, 1.0), b.fdiv(self.c(ty, 2.0), b.fadd(e, self.c(ty, 1.0))))
         big = self.call2("llvm.copysign", big, x)
         s = b.fmul(x, x)
