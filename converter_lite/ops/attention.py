@@ -16,8 +16,8 @@ added as is; padded with -inf/False up to ``S_total``), the causal bound ``j <= 
 window ``offset + i - left <= j <= offset + i + right`` and the padding of ``nonpad_kv_seqlen``; ``offset`` is
 the past length, or ``nonpad_kv_seqlen[b] - S_q`` per batch for an external cache, else 0.  A query row whose
 bias is -inf everywhere gets all-zero probabilities (Y row = 0), whatever its logits.
-``qk_matmul_output`` is QK before softcap (mode 0), after softcap (1), with the bias (2) or the probabilities
-(3).  Every step is computed in the input type, as in the ONNX function body (numpy rounds float16 after
+``qk_matmul_output`` is QK before softcap (mode 0, as the spec and onnxruntime say; onnx's reference returns
+it softcapped), after softcap (1), with the bias (2) or the probabilities (3).  Every step is computed in the input type, as in the ONNX function body (numpy rounds float16 after
 each operation, accumulating its matmuls in float32), except the softmax when ``softmax_precision`` is set.
 """
 from __future__ import annotations
