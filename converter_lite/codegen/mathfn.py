@@ -232,8 +232,8 @@ class MathEmitter:
         b = self.b
         ty = x.type
         z = self.call1("llvm.fabs", x)
-        if ty == F32:                       # tanh(9) rounds to 1: exp's argument stays in [1.25, 18]
-            zc = self.sel(self.gt(z, 9.0), 9.0, z)
+        if ty == F32:                       # 1 - 2/(exp(40)+1) is exactly 1: exp's argument stays in [1.25, 40]
+            zc = self.sel(self.gt(z, 20.0), 20.0, z)
             e = self._exp_reduced(b.fadd(zc, zc))
         else:
             e = self.exp(b.fadd(z, z))
