@@ -86,6 +86,13 @@ def missing_features(meta: dict, flags: set[str] | None = None) -> list[str] | N
     return [f for f in required if f in _CHECKED and table.get(f, f) not in flags and f not in flags]
 
 
+class UnknownKernelError(ConverterError, KeyError):
+    """The model's native code has no kernel of that name (it stays interpreted); also a KeyError."""
+
+    def __init__(self, message: str):
+        ConverterError.__init__(self, RET_ERROR, message)
+
+
 class NativeKernel:
     """A callable native kernel: ``fn(inputs, outputs)`` checks the buffers and calls the code."""
 
@@ -172,6 +179,13 @@ class NativeLibrary:
     def kernel_names(self) -> list[str]:
         return list(self._specs)
 
+    def __contains__(self, name: str) -> bool:
+        return name in self._specs
+
+    def set_num_threads(self, num_threads: int) -> None:
+        """Threads used by kernels obtained from now on (kernels compiled single-threaded ignore it)."""
+        self.num_threads = max(1, int(num_threads))
+
     @classmethod
     def from_sections(cls, sections: dict[str, bytes], trust_native_code: bool = True,
                       num_threads: int = 1) -> NativeLibrary:
@@ -215,8 +229,8 @@ class NativeLibrary:
     def kernel(self, name: str, num_threads: int | None = None) -> NativeKernel:
         spec = self._specs.get(name)
         if spec is None:
-            raise ConverterError(RET_ERROR, f"native kernel {name!r} is not in the model's native code "
-                                            f"(it has {len(self._specs)} kernels)")
+            raise UnknownKernelError(f"native kernel {name!r} is not in the model's native code "
+                                     f"(it has {len(self._specs)} kernels)")
         addr = self._resolve(spec["symbol"])
         fn = _KERNEL_FN(addr)
         return NativeKernel(name, spec, fn, self.num_threads if num_threads is None else num_threads, self._handle)

@@ -46,6 +46,16 @@ def test_load_and_call(bundle, rng):
     np.testing.assert_allclose(out, x + y, rtol=1e-6)
 
 
+def test_thread_count_setting(bundle, rng):
+    lib = NativeLibrary.from_sections(bundle.sections)
+    lib.set_num_threads(3)
+    k = lib.kernel("idx")
+    assert k._num_threads == 3
+    out = np.empty(4, np.int64)
+    k([np.arange(4, dtype=np.int64)], [out])
+    assert list(out) == [0, 3, 6, 9]
+
+
 def test_same_code_is_dlopened_once(bundle):
     a = NativeLibrary.from_sections(bundle.sections)
     b = NativeLibrary.from_sections(dict(bundle.sections))
@@ -64,8 +74,12 @@ def test_wrong_buffers_raise(bundle):
 
 
 def test_unknown_kernel_and_missing_symbol(bundle):
+    lib = NativeLibrary.from_sections(bundle.sections)
     with pytest.raises(ConverterError, match="'nope' is not in"):
-        NativeLibrary.from_sections(bundle.sections).kernel("nope")
+        lib.kernel("nope")
+    with pytest.raises(KeyError):                            # callers that fall back on KeyError work too
+        lib.kernel("nope")
+    assert "idx" in lib and "nope" not in lib
     meta = json.loads(bundle.sections["native/target.json"])
     meta["kernels"].append(dict(meta["kernels"][0], name="ghost", symbol="cl_ghost"))
     sections = dict(bundle.sections, **{"native/target.json": json.dumps(meta).encode()})
