@@ -86,6 +86,16 @@ def missing_features(meta: dict, flags: set[str] | None = None) -> list[str] | N
     return [f for f in required if f in _CHECKED and table.get(f, f) not in flags and f not in flags]
 
 
+_char_from_buffer = ctypes.c_char.from_buffer
+
+
+def _address(a: np.ndarray) -> int:
+    """Data address of a contiguous array (a writable one through the buffer protocol: 3x faster)."""
+    if a.flags.writeable and a.nbytes:
+        return ctypes.addressof(_char_from_buffer(a))
+    return a.ctypes.data
+
+
 class UnknownKernelError(ConverterError, KeyError):
     """The model's native code has no kernel of that name (it stays interpreted); also a KeyError."""
 
@@ -143,7 +153,7 @@ class NativeKernel:
             return
         ins = self._check(inputs, self._in_specs, "inputs", False)
         outs = self._check(outputs, self._out_specs, "outputs", True)
-        argv = self._argv_t(*[a.ctypes.data for a in ins], *[a.ctypes.data for a in outs])
+        argv = self._argv_t(*map(_address, ins), *map(_address, outs))
         same = all(a is b for a, b in zip(ins, inputs))   # no input had to be copied to be contiguous
         self._last = ((*inputs, *outputs), argv) if same else ((), None)
         self._fn(argv, nt)
@@ -154,7 +164,7 @@ class NativeKernel:
         way to call a kernel repeatedly on preallocated memory."""
         ins = self._check(inputs, self._in_specs, "inputs", False)
         outs = self._check(outputs, self._out_specs, "outputs", True)
-        argv = self._argv_t(*[a.ctypes.data for a in ins], *[a.ctypes.data for a in outs])
+        argv = self._argv_t(*map(_address, ins), *map(_address, outs))
         fn, nt, keep = self._fn, self._num_threads if num_threads is None else num_threads, (ins, outs)
 
         def run() -> None:
