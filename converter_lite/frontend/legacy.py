@@ -83,9 +83,10 @@ def _gemm(p, em):
 
 @legacy("BatchNormalization")
 def _batch_norm(p, em):
-    for k in ("spatial", "is_test", "consumed_inputs", "momentum"):
+    for k in ("spatial", "is_test", "consumed_inputs"):
         p.attrs.pop(k, None)
-    p.attrs.pop("training_mode", None)
+    if p.version < 14:           # training_mode (and its use of momentum) exists from opset 14
+        p.attrs.pop("momentum", None)
 
 
 @legacy("Dropout")
@@ -178,6 +179,14 @@ def _reshape(p, em):
     if "shape" in p.attrs:
         _attr_to_input(p, em, "shape", 1)
     p.attrs.pop("consumed_inputs", None)
+
+
+@legacy("DFT")
+def _dft(p, em):
+    """DFT-17 took ``axis`` as an attribute (default 1); DFT-20 takes it as input 2 (default -2)."""
+    if p.version < 20:
+        _attr_to_input(p, em, "axis", 2, default=1)
+        p.inputs[2] = em.const(np.asarray(int(p.inputs[2].const), dtype=np.int64))
 
 
 @legacy("Cast")

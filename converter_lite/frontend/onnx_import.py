@@ -29,7 +29,7 @@ from .protos import attribute_value, c_array, load_onnx, tensor_to_array, value_
 log = logging.getLogger("converter_lite")
 
 # ops the importer resolves itself (they never reach the IR)
-_IMPORTER_OPS = {"Constant", "Upsample", "Scatter"}
+_IMPORTER_OPS = {"Constant", "Upsample", "Scatter", "If"}
 # fold a node with all-constant inputs only if its outputs stay small relative to the inputs
 _FOLD_GROWTH = 4
 _FOLD_SLACK_BYTES = 1 << 16
@@ -296,16 +296,22 @@ class _GraphImporter:
                         stack.append((j, False))
         return order
 
+    def _inline_if(self, n, attrs: dict, where: str) -> None:
+        _if_branch(self, n, attrs, where)
+
     def _node(self, n: onnx.NodeProto) -> None:
         name = n.name or fresh_name(n.op_type)
         where = f"{self.where}: node {name!r} ({n.op_type})"
         attrs = {}
         for a in n.attribute:
             v = attribute_value(a, where)
-            if isinstance(v, onnx.GraphProto):
+            if isinstance(v, onnx.GraphProto) and n.op_type != "If":
                 raise ConverterError(RET_NOT_FIND_OP, f"{where}: control flow with sub-graphs is not supported")
             if v is not None:
                 attrs[a.name] = v
+        if n.op_type == "If":
+            self._inline_if(n, attrs, where)
+            return
         if n.op_type == "Constant":
             self.env[n.output[0]] = Value(n.output[0], const=c_array(constant_node_value(attrs)))
             return
@@ -331,6 +337,23 @@ class _GraphImporter:
                 if v.name != o and v.name not in self.env:
                     v.name = o      # values emitted by an upgrade keep the ONNX tensor name
                 self.env[o] = v
+
+
+def _if_branch(importer: "_GraphImporter", n, attrs: dict, where: str) -> None:
+    """``If`` whose condition is a constant (static shapes make most exported conditions constant): the taken
+    branch's nodes are imported in place; a run-time condition is unsupported (-300)."""
+    cond = importer.env.get(n.input[0])
+    if cond is None or cond.const is None:
+        raise ConverterError(RET_NOT_FIND_OP, f"{where}: If with a condition computed at run time is not "
+                                              "supported (only constant conditions are inlined)")
+    branch = attrs["then_branch"] if bool(np.asarray(cond.const).reshape(-1)[0]) else attrs["else_branch"]
+    for t in branch.initializer:
+        importer.env[t.name] = Value(t.name, const=tensor_to_array(t, where))
+    for node in branch.node:
+        importer._node(node)
+    for out, vi in zip(n.output, branch.output):
+        if out:
+            importer.env[out] = importer.env[vi.name]
 
 
 def remove_dead_nodes(graph: Graph) -> int:
