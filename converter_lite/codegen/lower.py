@@ -189,22 +189,30 @@ def plan_kernel(graph: Graph) -> KernelPlan:
     return plan
 
 
-def _flat_ok(plan: KernelPlan, v: Value, size: int) -> bool:
-    """True when every element of ``v`` can be computed from its linear offset alone (no broadcast but
-    of scalars, no index map but reshapes)."""
-    n = _numel(v.shape)
-    if n != size and n != 1:
-        return False
-    if id(v) in plan.value_buf or v.const is not None or n == 1:
-        return True
-    node = v.producer
-    if node is None:
-        return False
-    if node.op in RESHAPE_LIKE:
-        return _flat_ok(plan, node.inputs[0], size)
-    if node.op in SCALAR_EMITTERS:
-        return all(_flat_ok(plan, i, size) for i in node.inputs if i is not None)
-    return False
+def _flat_ok(plan: KernelPlan, root: Value, size: int) -> bool:
+    """True when every element of ``root`` can be computed from its linear offset alone (no broadcast but
+    of scalars, no index map but reshapes).  Iterative, each value visited once."""
+    stack, seen = [root], set()
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        n = _numel(v.shape)
+        if n != size and n != 1:
+            return False
+        if id(v) in plan.value_buf or v.const is not None or n == 1:
+            continue
+        node = v.producer
+        if node is None:
+            return False
+        if node.op in RESHAPE_LIKE:
+            stack.append(node.inputs[0])
+        elif node.op in SCALAR_EMITTERS:
+            stack.extend(i for i in node.inputs if i is not None)
+        else:
+            return False
+    return True
 
 
 class StageEmitter:
@@ -255,14 +263,46 @@ class StageEmitter:
         self.b.store(to_storage(self.b, v, buf.dtype), self._addr(buf, idx))
 
     # -- values ----------------------------------------------------------------------------------------------
-    def value_at(self, v: Value, idx: Index) -> ir.Value:
-        key = (id(v), idx.key())
+    def _lookup(self, key) -> ir.Value | None:
         for level in reversed(self._memo):
             if key in level:
                 return level[key]
+        return None
+
+    def value_at(self, v: Value, idx: Index) -> ir.Value:
+        """The scalar of ``v`` at ``idx`` (compute type), emitted once per index in the current scope."""
+        key = (id(v), idx.key())
+        val = self._lookup(key)
+        if val is not None:
+            return val
+        # emit the elementwise operands first, deepest first, so the recursion below stays shallow however
+        # long the fused chain is (index maps are emitted when reached, and prefetch their own operands)
+        for u, ui in self._operands_post_order(v, idx):
+            self.value_at(u, ui)
         val = self._emit(v, idx)
         self._memo[-1][key] = val
         return val
+
+    def _operands_post_order(self, v: Value, idx: Index) -> list[tuple[Value, Index]]:
+        order, stack, seen = [], [(v, idx, False)], set()
+        while stack:
+            u, ui, expanded = stack.pop()
+            if expanded:
+                order.append((u, ui))
+                continue
+            key = (id(u), ui.key())
+            if key in seen or self._lookup(key) is not None:
+                continue
+            seen.add(key)
+            stack.append((u, ui, True))
+            node = u.producer
+            if id(u) in self.plan.value_buf or u.const is not None or node is None \
+                    or node.op not in SCALAR_EMITTERS:
+                continue
+            for i in node.inputs:
+                if i is not None:
+                    stack.append((i, ui.broadcast_to(i.shape), False))
+        return order[:-1]                       # v itself is emitted by the caller
 
     def _emit(self, v: Value, idx: Index) -> ir.Value:
         buf = self.plan.value_buf.get(id(v))

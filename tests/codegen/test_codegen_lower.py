@@ -126,7 +126,25 @@ def _cases() -> list[Case]:
         "ReduceMax", b.op("ReduceSum", x, _axes(b, (2,)), keepdims=0), _axes(b, (0,)), keepdims=1))
     add("f16_chain", [(F16, (3, 50)), (F16, (50,))], lambda b, x, y: b.op(
         "ReduceMean", b.op("Exp", (x - y) * 0.25), _axes(b, (1,)), keepdims=1))
+    # deep and shared expression graphs: lowering must neither recurse per op nor revisit shared operands
+    add("deep_chain", [(F32, (2, 33))], _deep_chain, inputs=lambda rng: [rng.standard_normal((2, 33)).astype(np.float32)])
+    add("shared_dag", [(F32, (4, 33))], _shared_dag,
+        inputs=lambda rng: [rng.standard_normal((4, 33)).astype(np.float32) * 0.1])
     return cases
+
+
+def _deep_chain(b, x):
+    y = x
+    for i in range(1500):
+        y = y * 1.0001 + 0.001 if i % 2 else b.op("Relu", y)
+    return y
+
+
+def _shared_dag(b, x):
+    y = x
+    for _ in range(60):                      # 2**60 paths from the output to x
+        y = y * b.op("Sigmoid", y)
+    return b.op("ReduceSum", y, b.const(np.array([1], np.int64)))
 
 
 def _softmax(b, x):
