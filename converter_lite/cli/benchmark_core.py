@@ -18,6 +18,8 @@ from typing import Callable
 import numpy as np
 
 from ..errors import RET_ERROR, RET_INPUT_PARAM_INVALID, RET_NOT_SUPPORT, ConverterError
+from ..runtime.memory import MIB, RssPeak, fmt_mib, traced_peak
+from .progress import Progress
 
 Printer = Callable[[str], None]
 IN_DATA_SHOWN = 20
@@ -119,9 +121,13 @@ def _run(opts: BenchmarkOptions, name: str, report: dict, out: Printer, err: Pri
     from ..runtime.inputs import check_input_shapes, random_inputs, read_input_files
 
     out("start reading model file")
+    rss = RssPeak().start()
     t0 = time.perf_counter()
     model = load(opts.model_file, num_threads=opts.num_threads, native=opts.native)
-    out(f"PrepareTime = {(time.perf_counter() - t0) * 1e3:f} ms")
+    load_ms = (time.perf_counter() - t0) * 1e3
+    out(f"PrepareTime = {load_ms:f} ms")
+    out(f"LoadTime = {load_ms:f} ms")
+    report["load_time_ms"] = load_ms
     report["native_kernels"] = sum(k.native for k in model.kernels)
     if opts.input_shapes:
         check_input_shapes(model, opts.input_shapes)
@@ -137,6 +143,7 @@ def _run(opts: BenchmarkOptions, name: str, report: dict, out: Printer, err: Pri
         _accuracy(opts, model, feeds, report, out, err)
     else:
         _performance(opts, name, model, feeds, report, out)
+        _memory(model, feeds, rss, report, out)
 
 
 def _accuracy(opts, model, feeds, report, out, err) -> None:
@@ -170,9 +177,9 @@ def _accuracy(opts, model, feeds, report, out, err) -> None:
 
 
 def _performance(opts, name, model, feeds, report, out) -> None:
-    from ..runtime.bench import measure, profile_report, profile_tables, timing_lines
+    from ..runtime.bench import measure, profile_report, profile_tables, profile_total_line, timing_lines
 
-    progress = _Progress() if opts.progress else None
+    progress = Progress() if opts.progress else None
     out("Running warm up loops...")
     out("Running benchmark loops...")
     result = measure(model, feeds, opts.loop_count, opts.warm_up_loop_count, profile=opts.time_profiling,
@@ -180,7 +187,7 @@ def _performance(opts, name, model, feeds, report, out) -> None:
     if progress:
         progress.close()
     if opts.time_profiling:
-        for line in profile_tables(result, opts.loop_count):
+        for line in profile_tables(result, opts.loop_count) + profile_total_line(result):
             out(line)
         report["profile"] = profile_report(result, opts.loop_count)
     for line in timing_lines(name, opts.num_threads, result):
@@ -188,26 +195,17 @@ def _performance(opts, name, model, feeds, report, out) -> None:
     report["timing"] = result.summary()
 
 
-class _Progress:
-    """A one-line ``stage i/N`` counter on stderr (only used when stderr is a terminal)."""
-    INTERVAL = 0.2
-
-    def __init__(self):
-        self.last = 0.0
-        self.shown = False
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - self.last >= self.INTERVAL or done == total:
-            self.last = now
-            self.shown = True
-            sys.stderr.write(f"\r{stage} {done}/{total}   ")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r" + " " * 40 + "\r")
-            sys.stderr.flush()
+def _memory(model, feeds, rss: RssPeak, report: dict, out: Printer) -> None:
+    """Peak memory lines (runtime/memory.py explains both methods): the resident memory that loading and the
+    runs added, then the numpy arrays alive at once within one more (untimed, traced) run."""
+    peak_rss = rss.peak_bytes()
+    arrays = traced_peak(lambda: model.run(feeds))
+    out(f"PeakMemory = {fmt_mib(peak_rss)} MB ({rss.describe()})")
+    out(f"PeakRunMemory = {fmt_mib(arrays)} MB (numpy arrays alive at once during one run, tracemalloc)")
+    report["memory"] = {"peak_rss_mb": peak_rss / MIB, "peak_rss_method": rss.describe(),
+                        "rss_total_peak_mb": rss.peak_total_bytes() / MIB,
+                        "run_peak_arrays_mb": arrays / MIB,
+                        "run_peak_arrays_method": "numpy arrays alive at once during one run (tracemalloc)"}
 
 
 def _finite(x: float) -> float | str:

@@ -14,6 +14,7 @@ import traceback
 import click
 
 from ..errors import DESCRIPTIONS, RET_ERROR, RET_INPUT_PARAM_INVALID, RET_NOT_FIND_OP, ConverterError
+from . import batch
 
 FMKS = ("TF", "TFLITE", "CAFFE", "MINDIR", "ONNX", "PYTORCH", "MSLITE")
 _SEP = "=" * 60
@@ -43,13 +44,17 @@ def _bool(value: str, flag: str) -> bool:
 @click.option("--fp16", "fp16", default="off", show_default=True, metavar="on|off",
               help="Store float32 weights as float16 (halves the file; computed in float32).")
 @click.option("--weightFile", "weight_file", metavar="PATH", help="Caffe weights (not supported).")
+@click.option("--jobs", "jobs", default=1, type=int, show_default=True,
+              help="Batch mode: parallel conversions.")
+@click.option("--shard", "shard", metavar="K/N", help="Batch mode: convert only the K-th of N parts of the models.")
 @click.option("--debug", "debug", default="false", metavar="true|false", help="Show tracebacks on failure.")
 def _command(**kw):
-    _convert(**kw)
+    return _convert(**kw)
 
 
 def _convert(fmk, model_file, output_file, config_file, optimize, input_shape, fusion_switch_file, fp16,
-             weight_file, debug):
+             weight_file, jobs, shard, debug):
+    """Returns the number of models that failed (batch mode) or 0."""
     from ..pipeline import build_config, convert_model
 
     if fmk is None:
@@ -70,6 +75,12 @@ def _convert(fmk, model_file, output_file, config_file, optimize, input_shape, f
     if _bool(fp16, "fp16"):
         logging.getLogger("converter_lite").warning("--fp16=on: weights are kept in float32 (float16 storage is "
                                                     "not implemented yet)")
+    if batch.is_batch(model_file):
+        return batch.run_batch(model_file, output_file, config_file=config_file,
+                               fusion_switch_file=fusion_switch_file, optimize=optimize, input_shape=input_shape,
+                               jobs=jobs, shard=shard, echo=click.echo)
+    if shard:
+        raise ConverterError(RET_INPUT_PARAM_INVALID, "--shard needs a directory or glob as --modelFile")
     t0 = time.perf_counter()
     config = build_config(config_file, fusion_switch_file=fusion_switch_file, dump_dir=os.getcwd())
     result = convert_model(model_file, output_file, config=config, optimize=optimize, input_shape=input_shape)
@@ -77,6 +88,7 @@ def _convert(fmk, model_file, output_file, config_file, optimize, input_shape, f
     click.echo(f"Converted {model_file} -> {result.output_path}: {len(result.graph.nodes)} nodes, "
                f"{n_kernels} fused kernels (opt_level {config.opt_level if optimize != 'none' else 0}), "
                f"{time.perf_counter() - t0:.2f} s")
+    return 0
 
 
 def _print_unsupported(err) -> None:
@@ -98,7 +110,7 @@ def main(args=None) -> None:
         sys.exit(0)
     debug = any(a.lower() in ("--debug=true", "--debug=1", "--debug=on") for a in args)
     try:
-        _command.main(args, prog_name="converter_lite", standalone_mode=False)
+        n_failed = _command.main(args, prog_name="converter_lite", standalone_mode=False)
     except click.exceptions.Exit as e:          # --help
         sys.exit(e.exit_code)
     except click.ClickException as e:           # unknown flag, missing value, ...
@@ -123,6 +135,9 @@ def main(args=None) -> None:
         click.echo(f"ERROR: internal error: {type(e).__name__}: {e} (rerun with --debug=true for a traceback)",
                    err=True)
         click.echo(f"CONVERT RESULT FAILED:{RET_ERROR} {DESCRIPTIONS[RET_ERROR]} internal error: {e}")
+        sys.exit(1)
+    if n_failed:
+        click.echo(f"CONVERT RESULT FAILED:{RET_ERROR} {n_failed} model(s) failed to convert (see above)")
         sys.exit(1)
     click.echo("CONVERT RESULT SUCCESS:0")
     sys.exit(0)
