@@ -1,0 +1,173 @@
+"""``make bench`` results: one row per model, the summary figures, the machine, and bench/RESULTS.md.
+
+Table columns (times are medians over the interleaved rounds, p90 in parentheses; ratios are of medians):
+    ORT ms / O0 ms / O2 ms / OV ms   onnxruntime, converter_lite at opt_level 0 and 2, OpenVINO when present
+    O2/ORT, O0/ORT                   our latency over onnxruntime's (< 1: we are faster)
+    O0/O2                            the speed-up that opt_level 2 brings over 0
+    load ms (O2, ORT)                converter_lite.load (median of 3), InferenceSession creation
+    peak MB (O2, ORT)                peak memory of load + 3 runs in a fresh process (tools/bench_memory.py)
+    max rel err (O0, O2)             max|ours - ORT| / max|ORT| over the outputs, from one run
+"""
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import platform
+import sys
+from dataclasses import dataclass, field
+
+from .bench_timing import Samples
+
+
+@dataclass
+class ModelResult:
+    name: str
+    group: str                                       # "real" (../shared/models) or "sample" (models/)
+    times: dict[str, Samples] = field(default_factory=dict)      # engine -> samples
+    load_ms: dict[str, float] = field(default_factory=dict)
+    peak_mb: dict[str, float | str] = field(default_factory=dict)
+    rel_err: dict[str, float] = field(default_factory=dict)
+    info: dict[str, dict] = field(default_factory=dict)
+    error: str | None = None
+
+    def median(self, engine: str) -> float | None:
+        s = self.times.get(engine)
+        return s.median if s and s.times_ms else None
+
+    def ratio(self, a: str, b: str) -> float | None:
+        ma, mb = self.median(a), self.median(b)
+        return ma / mb if ma and mb else None
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def _t(r: ModelResult, engine: str) -> str:
+    s = r.times.get(engine)
+    return f"{s.median:.2f} ({s.p90:.2f})" if s and s.times_ms else "-"
+
+
+def _x(v: float | None, digits: int = 2) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def _pair(a, b, fmt) -> str:
+    return f"{fmt(a)}, {fmt(b)}"
+
+
+def _num(v, digits: int = 1) -> str:
+    if isinstance(v, (int, float)):
+        return f"{v:.{digits}f}"
+    return "-" if v is None else "err"
+
+
+def _err(v) -> str:
+    return "-" if v is None else f"{v:.1e}"
+
+
+def table_lines(results: list[ModelResult], with_openvino: bool) -> list[str]:
+    """The results as a Markdown table (printed as is and written to RESULTS.md)."""
+    head = ["model", "ORT ms (p90)", "O0 ms (p90)", "O2 ms (p90)", "O2/ORT", "O0/ORT", "O0/O2"]
+    if with_openvino:
+        head += ["OV ms (p90)", "O2/OV"]
+    head += ["load ms (O2, ORT)", "peak MB (O2, ORT)", "max rel err (O0, O2)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for r in results:
+        if r.error and not r.times:
+            lines.append(f"| {r.name} | " + " | ".join(["-"] * (len(head) - 2)) + f" | failed: {r.error} |")
+            continue
+        cells = [r.name, _t(r, "onnxruntime"), _t(r, "O0"), _t(r, "O2"), _x(r.ratio("O2", "onnxruntime")),
+                 _x(r.ratio("O0", "onnxruntime")), _x(r.ratio("O0", "O2"))]
+        if with_openvino:
+            cells += [_t(r, "openvino"), _x(r.ratio("O2", "openvino"))]
+        cells += [_pair(r.load_ms.get("O2"), r.load_ms.get("onnxruntime"), _num),
+                  _pair(r.peak_mb.get("O2"), r.peak_mb.get("onnxruntime"), _num),
+                  _pair(r.rel_err.get("O0"), r.rel_err.get("O2"), _err)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def summary_lines(results: list[ModelResult]) -> list[str]:
+    """Geometric means of the ratios (all models, and the real-architecture ones), worst model, failures."""
+    lines = []
+    for label, group in (("all models", None), ("real-architecture models", "real")):
+        rs = [r for r in results if group is None or r.group == group]
+        o2 = geomean([r.ratio("O2", "onnxruntime") for r in rs])
+        o0 = geomean([r.ratio("O0", "onnxruntime") for r in rs])
+        up = geomean([r.ratio("O0", "O2") for r in rs])
+        n = sum(r.ratio("O2", "onnxruntime") is not None for r in rs)
+        lines.append(f"Geometric mean O2/ORT over {label} ({n}): {_x(o2, 3)}   "
+                     f"(O0/ORT {_x(o0, 3)}, O0/O2 speed-up {_x(up, 3)})")
+    ratios = [(r.ratio("O2", "onnxruntime"), r.name) for r in results if r.ratio("O2", "onnxruntime")]
+    if ratios:
+        worst = max(ratios)
+        lines.append(f"Slowest relative to ORT at O2: {worst[1]} ({worst[0]:.2f}x)")
+    failed = [f"{r.name} ({r.error})" for r in results if r.error]
+    if failed:
+        lines.append("Problems: " + "; ".join(failed))
+    return lines
+
+
+def micro_lines(micro: dict[str, dict[str, float]] | None, shape: tuple[int, ...], threads: int) -> list[str]:
+    """The fused-elementwise micro-benchmark (tools/bench_kernels.py) as a Markdown table."""
+    if not micro:
+        return ["(not run)"]
+    lines = [(f"float32 {list(shape)}, native threads = {threads}; np.copyto (one thread) of the same bytes is the "
+             "memory-copy floor; median and (minimum) over the rounds."), "",
+             "| kernel | native ms | np.copyto ms | ORT ms | native/copy | ORT/native |", "|---|---|---|---|---|---|"]
+    for name, stats in micro.items():
+        med = stats.get("median", stats)            # bench_kernels returns {"median": {...}, "min": {...}}
+        low = stats.get("min", {})
+        cells = [name]
+        for engine in ("native", "np.copyto", "onnxruntime"):
+            v, m = med.get(engine), low.get(engine)
+            cells.append("-" if v is None else f"{v * 1e3:.2f}" + (f" ({m * 1e3:.2f})" if m is not None else ""))
+        nat, cp, ort = med.get("native"), med.get("np.copyto"), med.get("onnxruntime")
+        cells += [_x(nat and cp and nat / cp), _x(ort and nat and ort / nat)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_lines(threads: int, extra: dict[str, str]) -> list[str]:
+    import numpy as np
+
+    versions = {"python": sys.version.split()[0], "numpy": np.__version__, **extra}
+    return [(f"- CPU: {cpu_model()} ({os.cpu_count()} logical cores; {platform.machine()}, {platform.system()} "
+            f"{platform.release()})"),
+            "- versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
+            f"- threads: {threads} intra-op for every engine (onnxruntime inter-op 1)",
+            f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}"]
+
+
+def results_markdown(table: list[str], summary: list[str], micro: list[str], machine: list[str],
+                     method: list[str]) -> str:
+    parts = ["# `make bench` results", "",
+             ("Written by `python -m converter_lite.tools.bench` (`make bench`); numbers from one run on the "
+             "machine below.  Latencies in ms: median (p90)."), "",
+             "## Machine", *machine, "",
+             "## Models", *table, "", *summary, "",
+             "## Fused elementwise micro-benchmark", *micro, "",
+             "## Method", *method, ""]
+    return "\n".join(parts)
+
+
+def write_atomic(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)

@@ -1,0 +1,78 @@
+"""Interleaved timing: every engine runs once per round, round after round, in one process.
+
+Interleaving spreads the machine's noise (other processes, frequency changes, a neighbour's burst) over all
+engines alike, where timing one engine after the other would hand it to whichever ran during the burst.  The
+order within a round rotates (round r starts with engine r mod n), so no engine always runs right after the
+same other one (thread pools that spin after a run slow down whoever comes next).
+
+A model's loop is time-boxed by ``Budget``: rounds go on until both ``min_rounds`` rounds and ``min_seconds``
+have passed, and stop at ``max_seconds`` once ``floor_rounds`` rounds are done (slow engines on a slow machine).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Budget:
+    min_rounds: int = 30
+    min_seconds: float = 3.0
+    max_seconds: float = 30.0
+    floor_rounds: int = 5
+    warmup: int = 3
+
+
+QUICK = Budget(min_rounds=3, min_seconds=0.0, max_seconds=2.0, floor_rounds=2, warmup=1)
+
+
+@dataclass
+class Samples:
+    times_ms: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.times_ms))
+
+    @property
+    def p90(self) -> float:
+        return float(np.percentile(self.times_ms, 90))
+
+    def summary(self) -> dict:
+        return {"median_ms": self.median, "p90_ms": self.p90, "min_ms": min(self.times_ms),
+                "runs": len(self.times_ms)}
+
+
+def interleave(runs: dict[str, Callable[[], object]], budget: Budget,
+               progress: Callable[[int, float], None] | None = None) -> dict[str, Samples]:
+    """Times each of ``runs`` (name -> zero-argument call) round-robin; see the module docstring.
+
+    ``progress(rounds_done, seconds_elapsed)`` is called after every round when given.
+    """
+    names = list(runs)
+    for _ in range(budget.warmup):
+        for name in names:
+            runs[name]()
+    samples = {name: Samples() for name in names}
+    clock = time.perf_counter
+    start = clock()
+    rounds = 0
+    while True:
+        elapsed = clock() - start
+        enough = rounds >= budget.min_rounds and elapsed >= budget.min_seconds
+        out_of_time = elapsed >= budget.max_seconds and rounds >= budget.floor_rounds
+        if enough or out_of_time:
+            break
+        for k in range(len(names)):
+            name = names[(rounds + k) % len(names)]
+            fn = runs[name]
+            t0 = clock()
+            fn()
+            samples[name].times_ms.append((clock() - t0) * 1e3)
+        rounds += 1
+        if progress is not None:
+            progress(rounds, clock() - start)
+    return samples

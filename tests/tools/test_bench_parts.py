@@ -1,0 +1,94 @@
+"""The pieces of `make bench`: interleaved timing, accuracy metric, report table, memory child process."""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from converter_lite.tools import bench_engines, bench_memory
+from converter_lite.tools.bench_report import (
+    ModelResult,
+    geomean,
+    micro_lines,
+    summary_lines,
+    table_lines,
+)
+from converter_lite.tools.bench_timing import Budget, Samples, interleave
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_interleave_round_robin_rotates():
+    order: list[str] = []
+    runs = {n: (lambda n=n: order.append(n)) for n in "abc"}
+    samples = interleave(runs, Budget(min_rounds=3, min_seconds=0, max_seconds=60, warmup=1))
+    assert order[:3] == ["a", "b", "c"]                      # warm-up
+    assert order[3:] == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert {n: len(s.times_ms) for n, s in samples.items()} == {"a": 3, "b": 3, "c": 3}
+
+
+def test_interleave_time_box_keeps_floor():
+    # max_seconds=0: stops as soon as floor_rounds rounds are done, however few min_rounds asked for
+    samples = interleave({"x": lambda: None}, Budget(min_rounds=1000, min_seconds=0, max_seconds=0,
+                                                     floor_rounds=4, warmup=0))
+    assert len(samples["x"].times_ms) == 4
+
+
+def test_samples_stats():
+    s = Samples([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert s.median == 3.0
+    assert 4.0 < s.p90 <= 100.0
+    assert s.summary()["runs"] == 5
+
+
+def test_max_rel_error():
+    ref = [np.array([1.0, -4.0, 2.0], np.float32)]
+    assert bench_engines.max_rel_error([ref[0].copy()], ref) == 0.0
+    assert math.isclose(bench_engines.max_rel_error([np.array([1.0, -4.0, 2.4])], ref), 0.1, rel_tol=1e-6)
+    assert bench_engines.max_rel_error([np.zeros(2)], ref) == math.inf           # shape mismatch
+    assert bench_engines.max_rel_error([], ref) == math.inf                      # output count
+    assert bench_engines.max_rel_error([np.array([3, 4])], [np.array([3, 4])]) == 0.0
+    nan = np.array([np.nan, 1.0])
+    assert bench_engines.max_rel_error([nan.copy()], [nan]) == 0.0
+
+
+def test_table_and_summary():
+    a = ModelResult("a", "real", times={"onnxruntime": Samples([2.0]), "O0": Samples([4.0]), "O2": Samples([1.0])},
+                    load_ms={"O2": 1.5, "onnxruntime": 3.0}, peak_mb={"O2": 2.0, "onnxruntime": "error"},
+                    rel_err={"O0": 1e-7, "O2": 2e-7})
+    b = ModelResult("b", "sample", times={"onnxruntime": Samples([1.0]), "O0": Samples([2.0]),
+                                          "O2": Samples([2.0])})
+    c = ModelResult("c", "sample", error="convert: ConverterError: boom")
+    lines = table_lines([a, b, c], with_openvino=False)
+    assert lines[2] == ("| a | 2.00 (2.00) | 4.00 (4.00) | 1.00 (1.00) | 0.50 | 2.00 | 4.00 | 1.5, 3.0 | "
+                        "2.0, err | 1.0e-07, 2.0e-07 |")
+    assert lines[3].startswith("| b | 1.00 (1.00) |") and "| -, - |" in lines[3]
+    assert lines[4].startswith("| c | - |") and lines[4].endswith("| failed: convert: ConverterError: boom |")
+    assert len({line.count(" | ") for line in lines[2:]}) == 1                 # same column count
+    summary = summary_lines([a, b, c])
+    assert summary[0].startswith("Geometric mean O2/ORT over all models (2): 1.000 ")
+    assert summary[1].startswith("Geometric mean O2/ORT over real-architecture models (1): 0.500 ")
+    assert summary[2] == "Slowest relative to ORT at O2: b (2.00x)"
+    assert summary[3] == "Problems: c (convert: ConverterError: boom)"
+    assert "OV ms (p90)" in table_lines([a], with_openvino=True)[0]
+    assert geomean([]) is None and math.isclose(geomean([2.0, 8.0]), 4.0)
+
+
+def test_micro_lines_formats():
+    micro = {"chain": {"median": {"native": 0.002, "np.copyto": 0.001, "onnxruntime": 0.004},
+                       "min": {"native": 0.0015, "np.copyto": 0.001, "onnxruntime": 0.003}}}
+    lines = micro_lines(micro, (8, 8), 2)
+    assert lines[-1] == "| chain | 2.00 (1.50) | 1.00 (1.00) | 4.00 (3.00) | 2.00 | 2.00 |"
+    assert micro_lines(None, (8, 8), 2) == ["(not run)"]
+
+
+def test_memory_child_process(tmp_path):
+    import converter_lite
+
+    ms = converter_lite.convert(os.path.join(ROOT, "models", "mynet.onnx"), str(tmp_path / "mynet"))
+    feeds = bench_engines.make_feeds(ms, None)
+    npz = bench_memory.save_feeds(str(tmp_path / "feeds.npz"), feeds)
+    res = bench_memory.measure("ours", ms, npz, 1)
+    assert res["peak_mb"] >= 0 and res["load_ms"] > 0 and res["method"] in ("VmHWM", "ru_maxrss"), res
+    assert "error" in bench_memory.measure("nonsense", ms, npz, 1)
