@@ -68,9 +68,10 @@ def test_missing_model_file(tmp_path):
                   -200, "nope.onnx", "does not exist", out_dir=tmp_path)
 
 
-def test_model_file_is_a_directory(tmp_path):
-    (tmp_path / "d").mkdir()
-    assert_failed(run_cli("--fmk=ONNX", f"--modelFile={tmp_path}/d", f"--outputFile={tmp_path}/m"), -200, "directory")
+def test_model_file_is_an_empty_directory(tmp_path):
+    (tmp_path / "d").mkdir()    # a directory means batch mode; with no model in it that is a user error
+    assert_failed(run_cli("--fmk=ONNX", f"--modelFile={tmp_path}/d", f"--outputFile={tmp_path}/m"), -600,
+                  "no ONNX model found")
 
 
 def test_not_an_onnx_file(tmp_path):
