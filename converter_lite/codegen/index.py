@@ -16,6 +16,7 @@ and asks the emitter ``em`` for the input element there:
     Concat(axis), Split(axis, split)    the input whose range along ``axis`` holds the coordinate
     Tile(repeats)                       in[a] = out[a] mod in_dim[a]
     Pad(pads, constant_value, axes)     constant (select), edge (clamp), reflect (mirror), wrap (modulo)
+    CenterCropPad(shape, axes)          centred crop/zero-pad per axis (select, no branch)
     Dropout (inference)                 the input, and an all-True mask
 """
 from __future__ import annotations
@@ -325,3 +326,31 @@ def _pad(em, node: Node, v: Value, idx: Index) -> ir.Value:
     if fill is None or inside is None:
         return val
     return b.select(inside, val, fill if fill.type == ty else ir.Constant(ty, fill.constant))
+
+
+@index_map("CenterCropPad")
+def _center_crop_pad(em, node: Node, v: Value, idx: Index) -> ir.Value:
+    """out[o] = x[o - before + crop] where 0 <= o - before < min(n, d), else 0 (per listed axis)."""
+    src = node.inputs[0]
+    b = idx.b
+    rank = len(src.shape)
+    target = _const_ints(node.inputs[1]) or []
+    axes = [a % rank for a in (node.attrs.get("axes") or range(rank))]
+    plan = {a: (n, max(d - n, 0) // 2, max(n - d, 0) // 2, min(n, d))
+            for a, n, d in ((a, n, src.shape[a]) for a, n in zip(axes, target))}
+    if any(kept == 0 for _, _, _, kept in plan.values()):
+        return constant(v.dtype, 0)
+    zero = ir.Constant(I64, 0)
+    coords, inside = [], None
+    for a, c in enumerate(idx.coords()):
+        if a not in plan:
+            coords.append(c)
+            continue
+        _n, crop, before, kept = plan[a]
+        p = b.sub(c, ir.Constant(I64, before)) if before else c
+        ok = b.and_(b.icmp_signed(">=", p, zero), b.icmp_signed("<", p, ir.Constant(I64, kept)))
+        inside = ok if inside is None else b.and_(inside, ok)
+        p = b.select(ok, p, zero)
+        coords.append(b.add(p, ir.Constant(I64, crop)) if crop else p)
+    val = em.value_at(src, Index(b, src.shape, coords))
+    return val if inside is None else b.select(inside, val, constant(v.dtype, 0))

@@ -110,6 +110,8 @@ def _cases() -> list[Case]:
     add("pad_crop_axes", [(I32, (3, 6, 4))], lambda b, x: b.op(
         "Pad", x, b.const(np.array([-1, 2, 1, -2], np.int64)), None, b.const(np.array([1, 2], np.int64))))
     add("pad_empty", [(F32, (0, 3))], lambda b, x: b.op("Pad", x, b.const(np.array([1, 0, 1, 0], np.int64))))
+    add("center_crop_pad", [(F32, (5, 6, 3))], lambda b, x: b.op(
+        "CenterCropPad", x + 1.0, b.const(np.array([8, 3], np.int64)), axes=(0, 1)) * 2.0)
     add("dropout", [(F32, (3, 7))], lambda b, x: [b.wrap(v) for v in b.node("Dropout", x * 3.0, n_outputs=2).outputs])
     add("tile", [(F32, (2, 3))], lambda b, x: b.op("Tile", x, b.const(np.array([2, 3], np.int64))) + 1.0)
     add("int_bool_mix", [(I32, (4, 9)), (F32, (9,))], lambda b, x, y: b.op(
