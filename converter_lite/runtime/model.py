@@ -188,7 +188,8 @@ def _native_kernel(fn, node: Node) -> Kernel:
     in_dtypes = [None if v is None else v.type.dtype.np for v in node.inputs]
 
     def run(ins: list) -> list:
-        args = [a if a is None else np.ascontiguousarray(a, dtype=dt) for a, dt in zip(ins, in_dtypes)]
+        # np.asarray(order="C"), not np.ascontiguousarray: that one turns 0-d arrays into shape [1]
+        args = [a if a is None else np.asarray(a, dtype=dt, order="C") for a, dt in zip(ins, in_dtypes)]
         outs = [np.empty(shape, dtype) for shape, dtype in specs]
         fn(args, outs)
         return outs
