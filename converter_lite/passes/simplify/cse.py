@@ -30,7 +30,7 @@ COMMUTATIVE_OPS = frozenset({"Add", "Mul", "Max", "Min", "Sum", "Mean", "And", "
 
 def const_key(a: np.ndarray) -> Hashable:
     """Equal for constants with the same dtype, shape and bytes (a digest keeps big weights cheap)."""
-    a = np.ascontiguousarray(a)
+    a = np.asarray(a, order="C")        # not np.ascontiguousarray: it makes 0-d arrays shape [1]
     return ("const", a.dtype.str, a.shape, hashlib.sha256(a.tobytes()).hexdigest())
 
 
