@@ -112,6 +112,13 @@ def profile_tables(result: TimingResult, loop_count: int) -> list[str]:
     return lines
 
 
+def profile_total_line(result: TimingResult) -> list[str]:
+    """Newer MindSpore's closing line of the profile: the timed runs' wall time and the part of it spent inside
+    kernels (the rest is the runtime's own overhead), then a rule."""
+    kernel_ms = sum(r.total_ms for r in result.by_name)
+    return [f"total time :     {sum(result.times_ms):f} ms,    kernel cost : {kernel_ms:f} ms", TABLE_RULE]
+
+
 def profile_report(result: TimingResult, loop_count: int) -> dict:
     total = sum(r.total_ms for r in result.by_name) or 1.0
 
@@ -119,7 +126,9 @@ def profile_report(result: TimingResult, loop_count: int) -> dict:
         return [{"name": r.name, "avg_ms": r.total_ms / loop_count, "percent": r.total_ms / total,
                  "called_times": r.calls, "total_ms": r.total_ms, **({"source_nodes": list(r.source_nodes)}
                                                                    if r.source_nodes else {})} for r in table]
-    return {"by_name": rows(result.by_name), "by_type": rows(result.by_type)}
+    return {"by_name": rows(result.by_name), "by_type": rows(result.by_type),
+            "total_ms": sum(result.times_ms), "kernel_ms": sum(r.total_ms for r in result.by_name),
+            "fused_kernels": {r.name: list(r.source_nodes) for r in result.by_name if r.source_nodes}}
 
 
 def _table(titles: tuple[str, ...], rows: list[ProfileRow], total_ms: float, loop_count: int) -> list[str]:
