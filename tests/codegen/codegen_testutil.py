@@ -74,6 +74,24 @@ def build_library(cases: list[Case], cache_dir: str, num_threads: int = 2, **kw)
     return NativeLibrary.from_sections(bundle.sections, num_threads=num_threads)
 
 
+def shared_library(tmp_path_factory, name: str, cases: list[Case], **kw) -> NativeLibrary:
+    """build_library with one kernel cache for the whole test session: under pytest-xdist the first worker
+    compiles a module's kernels while the others wait on a lock and then load them from the cache."""
+    import fcntl
+    import os
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root = root / "codegen-shared-cache"
+    root.mkdir(exist_ok=True)
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return build_library(cases, str(root), **kw)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def run_native(lib: NativeLibrary, case: Case, inputs: list[np.ndarray], num_threads: int | None = None):
     outs = [np.full(v.shape, 7, v.dtype.np) for v in case.graph.outputs]
     lib.kernel(case.name)(inputs, outs, num_threads=num_threads)

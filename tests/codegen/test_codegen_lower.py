@@ -12,10 +12,10 @@ from codegen_testutil import (
     I32,
     I64,
     Case,
-    build_library,
     check_case,
     make_graph,
     random_array,
+    shared_library,
 )
 
 from converter_lite.codegen import UnsupportedOpError, build_kernels, check_supported
@@ -168,7 +168,7 @@ CASES = _cases()
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    return build_library(CASES, str(tmp_path_factory.mktemp("cache")))
+    return shared_library(tmp_path_factory, "lower", CASES)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -190,7 +190,7 @@ THREADED = [
 
 @pytest.fixture(scope="module")
 def threaded_lib(tmp_path_factory):
-    return build_library(THREADED, str(tmp_path_factory.mktemp("cache_t")), num_threads=2, parallel_threshold=1)
+    return shared_library(tmp_path_factory, "lower_threads", THREADED, num_threads=2, parallel_threshold=1)
 
 
 @pytest.mark.parametrize("case", THREADED, ids=[c.name for c in THREADED])

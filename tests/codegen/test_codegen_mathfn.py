@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from codegen_testutil import F32, F64, Case, build_library, make_graph
+from codegen_testutil import F32, F64, Case, make_graph, shared_library
 
 pytestmark = pytest.mark.needs_cc
 N = 1 << 20
@@ -41,7 +41,7 @@ def lib(tmp_path_factory):
     for name, dt in FUNCS.items():
         op = name.rstrip("64")
         cases.append(Case(name, make_graph(name, [(dt, (N + 16,))], lambda b, x, op=op: b.op(op, x))))
-    return build_library(cases, str(tmp_path_factory.mktemp("cache")), num_threads=1)
+    return shared_library(tmp_path_factory, "mathfn", cases, num_threads=1)
 
 
 def _run(lib, name, x):

@@ -17,10 +17,10 @@ from codegen_testutil import (
     I64,
     U8,
     Case,
-    build_library,
     check_case,
     make_graph,
     random_array,
+    shared_library,
 )
 
 from converter_lite.codegen import SCALAR_EMITTERS
@@ -117,7 +117,7 @@ CASES = _cases()
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    return build_library(CASES, str(tmp_path_factory.mktemp("cache")))
+    return shared_library(tmp_path_factory, "scalar", CASES)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
