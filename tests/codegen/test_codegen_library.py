@@ -62,6 +62,9 @@ def test_generic_x86_64_code_uses_no_avx():
 def _run(lib: NativeLibrary, x: np.ndarray) -> np.ndarray:
     y = np.empty_like(x)
     lib.kernel("chain")([x], [y])
+    y2 = np.empty_like(x)
+    lib.kernel("chain", num_threads=2)([x], [y2])          # the libgomp team works in every loading mode
+    np.testing.assert_array_equal(y, y2)
     return y
 
 
