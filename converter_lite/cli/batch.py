@@ -15,12 +15,12 @@ from __future__ import annotations
 import glob
 import json
 import os
-import tempfile
 import time
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 
 from ..errors import RET_INPUT_PARAM_INVALID, ConverterError
+from ..passes.dumps.atomic import atomic_write_text
 
 SUMMARY_FILE = "convert_summary.json"
 
@@ -124,22 +124,8 @@ def run_batch(model_file: str, output_dir: str, *, config_file, fusion_switch_fi
     failed = [r for r in results if r["status"] != "SUCCESS"]
     summary = {"shard": f"{k}/{n}", "total_models": len(paths), "converted": len(results) - len(failed),
                "failed": len(failed), "seconds": round(time.perf_counter() - t0, 3), "models": results}
-    os.makedirs(output_dir, exist_ok=True)
-    path = _write_json_atomic(os.path.join(output_dir, SUMMARY_FILE), summary)
+    # each run writes its own temp file and renames it: concurrent runs never interleave bytes
+    path = atomic_write_text(os.path.join(output_dir, SUMMARY_FILE), json.dumps(summary, indent=1))
     echo(f"Summary: {summary['converted']} converted, {len(failed)} failed, {summary['seconds']:.1f} s "
          f"(details in {path})")
     return len(failed)
-
-
-def _write_json_atomic(path: str, data) -> str:
-    """Each batch run writes its own temp file and renames it: concurrent runs never interleave bytes."""
-    fd, tmp = tempfile.mkstemp(prefix=".summary-", dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
