@@ -50,8 +50,12 @@ class NativeBundle:
 
 def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, cache_dir: str | None = None,
                   num_threads_hint: int = 2, *, parallel_threshold: int = PARALLEL_THRESHOLD,
-                  on_unsupported: str = "raise", cc: str = "cc") -> NativeBundle:
+                  on_unsupported: str = "raise", cc: str = "cc", link: bool = True) -> NativeBundle:
     """Compiles ``kernels`` = [(name, sub-graph)] into one NativeBundle.
+
+    With ``link=False`` nothing is compiled: the bundle holds the kernels' LLVM IR and target fingerprint only
+    (no ``native/lib.so``), which a loader JIT-compiles in memory (``runtime.native``) — how a model whose
+    shipped machine code is not trusted gets kernels regenerated from its own sub-graphs.
 
     Args:
         target: graph-kernel flags ``cpu_arch``/``cpu_type``/``cpu_feature``; empty = the host CPU.
@@ -90,6 +94,13 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
         specs[name] = kernel_spec(name, graph, parallel)
     t_lower = time.perf_counter()
     exports_ir = str(export_wrappers(exports))
+    if not link:
+        ll = _merged_ir(KernelLibrary(tspec), list(texts.values()) + [exports_ir]).encode()
+        meta = dict(tspec.fingerprint(), codegen_version=CODEGEN_VERSION, so_sha256=None,
+                    openmp=any(s.parallel for s in specs.values()), kernels=[s.to_json() for s in specs.values()])
+        return NativeBundle({SECTION_LL: ll, SECTION_TARGET: json.dumps(meta, indent=1).encode()}, specs, skipped,
+                            {"kernels": len(specs), "unique_kernels": len(texts), "compiled": 0,
+                             "total_s": time.perf_counter() - t0})
     bundle_key = content_key(CODEGEN_VERSION, fingerprint, exports_ir, *sorted(texts))
     so = cache.get(bundle_key, ".so")
     ll = cache.get(bundle_key, ".ll")

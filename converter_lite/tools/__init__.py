@@ -1,0 +1,1 @@
+"""Developer tools: the demo (make run), the conformance runner, benchmarks."""
