@@ -111,6 +111,45 @@ def summary_lines(results: list[ModelResult]) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class Targets:
+    """Issue 5's performance targets, checked on one run's numbers."""
+    geomean_o2_ort: float = 0.8          # geometric mean of O2/ORT at most this
+    worst_o2_ort: float = 1.2            # no model slower than this times onnxruntime
+    fusion_speedup: float = 1.3          # O0/O2 at least this on the transformer-shaped models
+    load_ms: float = 100.0               # load time of a model of up to 50 MB of weights
+    peak_vs_ort: float = 1.1             # peak memory at most onnxruntime's + 10 %
+
+
+def target_lines(results: list[ModelResult], transformers: set[str], t: Targets = Targets()) -> list[str]:
+    """One ``- [x]`` / ``- [ ]`` line per target, with the figures that decide it."""
+    def check(ok: bool, text: str) -> str:
+        return f"- [{'x' if ok else ' '}] {text}"
+    ratios = {r.name: r.ratio("O2", "onnxruntime") for r in results if r.ratio("O2", "onnxruntime")}
+    lines = []
+    g = geomean(list(ratios.values()))
+    lines.append(check(g is not None and g <= t.geomean_o2_ort,
+                       f"geometric mean O2/ORT <= {t.geomean_o2_ort}: {_x(g, 3)}"))
+    slow = sorted((v, k) for k, v in ratios.items() if v > t.worst_o2_ort)
+    lines.append(check(bool(ratios) and not slow, f"no model above {t.worst_o2_ort}x onnxruntime at O2: "
+                       + (", ".join(f"{k} {v:.2f}x" for v, k in reversed(slow)) or "none above")))
+    ups = {r.name: r.ratio("O0", "O2") for r in results if r.name in transformers and r.ratio("O0", "O2")}
+    low = [f"{k} {v:.2f}x" for k, v in ups.items() if v < t.fusion_speedup]
+    lines.append(check(bool(ups) and not low, f"O0/O2 >= {t.fusion_speedup} on the transformer-shaped models "
+                       f"({', '.join(sorted(ups)) or 'none ran'}): " + (", ".join(low) or "all above")))
+    loads = {r.name: r.load_ms["O2"] for r in results if "O2" in r.load_ms}
+    worst_load = max(loads.items(), key=lambda kv: kv[1], default=None)
+    lines.append(check(bool(loads) and worst_load[1] < t.load_ms,
+                       f"load time < {t.load_ms:g} ms (every model here has < 50 MB of weights): slowest "
+                       + (f"{worst_load[0]} {worst_load[1]:.1f} ms" if worst_load else "-")))
+    peaks = [(r.name, r.peak_mb.get("O2"), r.peak_mb.get("onnxruntime")) for r in results]
+    peaks = [(n, a, b) for n, a, b in peaks if isinstance(a, float) and isinstance(b, float)]
+    over = [f"{n} {a:.1f} MB vs {b:.1f} MB" for n, a, b in peaks if a > t.peak_vs_ort * b]
+    lines.append(check(bool(peaks) and not over, f"peak memory <= onnxruntime's + {t.peak_vs_ort - 1:.0%}: "
+                       + (", ".join(over) or ("all within" if peaks else "not measured"))))
+    return lines
+
+
 def micro_lines(micro: dict[str, dict[str, float]] | None, shape: tuple[int, ...], threads: int) -> list[str]:
     """The fused-elementwise micro-benchmark (tools/bench_kernels.py) as a Markdown table."""
     if not micro:
@@ -142,7 +181,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def machine_lines(threads: int, extra: dict[str, str]) -> list[str]:
+def machine_lines(threads: int, extra: dict[str, str], load_at_start: str = "n/a") -> list[str]:
     import numpy as np
 
     versions = {"python": sys.version.split()[0], "numpy": np.__version__, **extra}
@@ -150,16 +189,25 @@ def machine_lines(threads: int, extra: dict[str, str]) -> list[str]:
             f"{platform.release()})"),
             "- versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
             f"- threads: {threads} intra-op for every engine (onnxruntime inter-op 1)",
+            f"- load average when the suite started: {load_at_start} (other processes share the cores)",
             f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}"]
 
 
+def loadavg() -> str:
+    try:
+        return " ".join(f"{v:.2f}" for v in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
 def results_markdown(table: list[str], summary: list[str], micro: list[str], machine: list[str],
-                     method: list[str]) -> str:
+                     method: list[str], targets: list[str] = ()) -> str:
     parts = ["# `make bench` results", "",
              ("Written by `python -m converter_lite.tools.bench` (`make bench`); numbers from one run on the "
              "machine below.  Latencies in ms: median (p90)."), "",
              "## Machine", *machine, "",
              "## Models", *table, "", *summary, "",
+             "## Targets (issue 5)", *targets, "",
              "## Fused elementwise micro-benchmark", *micro, "",
              "## Method", *method, ""]
     return "\n".join(parts)

@@ -49,10 +49,13 @@ def test_quick_stdout(quick_run):
 def test_quick_results_file(quick_run):
     _, _, text = quick_run
     sections = re.findall(r"^## (.+)$", text, re.MULTILINE)
-    assert sections == ["Machine", "Models", "Fused elementwise micro-benchmark", "Method"]
+    assert sections == ["Machine", "Models", "Targets (issue 5)", "Fused elementwise micro-benchmark", "Method"]
+    targets = text.split("## Targets (issue 5)\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(targets) == 5 and all(re.match(r"- \[[x ]\] ", line) for line in targets), targets
     assert re.search(r"^- CPU: .+ \(\d+ logical cores", text, re.MULTILINE)
     assert re.search(r"^- versions: python [\d.]+, numpy [\w.]+, onnxruntime [\w.]+", text, re.MULTILINE)
     assert re.search(r"^- date: \d{4}-\d\d-\d\dT", text, re.MULTILINE)
+    assert re.search(r"^- load average when the suite started: [\d.]+ [\d.]+ [\d.]+ ", text, re.MULTILINE)
     assert HEADER in text and ROW.search(text)
     assert "Geometric mean O2/ORT over all models (1)" in text
     for kernel in ("chain", "tanh_gelu"):

@@ -13,6 +13,7 @@ from converter_lite.tools.bench_report import (
     micro_lines,
     summary_lines,
     table_lines,
+    target_lines,
 )
 from converter_lite.tools.bench_timing import Budget, Samples, interleave
 
@@ -73,6 +74,25 @@ def test_table_and_summary():
     assert summary[3] == "Problems: c (convert: ConverterError: boom)"
     assert "OV ms (p90)" in table_lines([a], with_openvino=True)[0]
     assert geomean([]) is None and math.isclose(geomean([2.0, 8.0]), 4.0)
+
+
+def test_target_lines():
+    fast = ModelResult("bert_tiny", "real", times={"onnxruntime": Samples([2.0]), "O0": Samples([3.0]),
+                                                   "O2": Samples([1.0])},
+                       load_ms={"O2": 5.0}, peak_mb={"O2": 10.0, "onnxruntime": 10.0})
+    slow = ModelResult("conv", "sample", times={"onnxruntime": Samples([1.0]), "O0": Samples([2.0]),
+                                                "O2": Samples([1.5])},
+                       load_ms={"O2": 150.0}, peak_mb={"O2": 12.0, "onnxruntime": 10.0})
+    lines = target_lines([fast], {"bert_tiny"})
+    assert all(line.startswith("- [x] ") for line in lines), lines
+    lines = target_lines([fast, slow], {"bert_tiny", "conv"})
+    assert lines[0] == "- [x] geometric mean O2/ORT <= 0.8: 0.866" or lines[0].startswith("- [ ] geometric mean")
+    assert lines[1] == "- [ ] no model above 1.2x onnxruntime at O2: conv 1.50x"
+    assert lines[2].startswith("- [ ] O0/O2 >= 1.3 on the transformer-shaped models (bert_tiny, conv): conv 1.33x") \
+        or lines[2].startswith("- [x] ")
+    assert lines[3] == "- [ ] load time < 100 ms (every model here has < 50 MB of weights): slowest conv 150.0 ms"
+    assert lines[4] == "- [ ] peak memory <= onnxruntime's + 10%: conv 12.0 MB vs 10.0 MB"
+    assert all(line.startswith("- [ ] ") for line in target_lines([], set()))
 
 
 def test_micro_lines_formats():
