@@ -130,7 +130,9 @@ def combine(em, red: Reducer, acc: ir.Value, x: ir.Value, dtype: DType) -> ir.Va
     if red.combine == "mul":
         return b.mul(acc, x)
     op = ">" if red.combine == "max" else "<"
-    cmp = b.icmp_unsigned(op, x, acc) if is_unsigned(dtype) else b.icmp_signed(op, x, acc)
+    # bool computes as i1, where a signed compare would order true (-1) below false (0)
+    unsigned = is_unsigned(dtype) or dtype is DType.bool
+    cmp = b.icmp_unsigned(op, x, acc) if unsigned else b.icmp_signed(op, x, acc)
     return b.select(cmp, x, acc)
 
 
