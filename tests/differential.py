@@ -18,9 +18,10 @@ import numpy as np
 import onnx
 import onnx.helper as oh
 import onnx.numpy_helper as onh
+import onnx.printer
+from helpers import run_ort
 
 import converter_lite
-from helpers import run_ort
 
 LEVELS = (0, 1, 2, 3)
 F32_TOL = (1e-4, 1e-5)
@@ -97,10 +98,13 @@ def mismatch(ours: np.ndarray, ref32: np.ndarray, ref64: np.ndarray | None, loos
             f"expected {ref32[at]!r}")
 
 
-def run_converted(model: onnx.ModelProto, feeds: dict, level: int, workdir: str) -> dict:
+def run_converted(model: onnx.ModelProto, feeds: dict, level: int, workdir: str, on_load=None) -> dict:
     ms = converter_lite.convert(model, os.path.join(workdir, f"fuzz_l{level}"),
                                 graph_kernel_flags=f"--opt_level={level}")
-    return converter_lite.load(ms).run(feeds)
+    loaded = converter_lite.load(ms)
+    if on_load is not None:
+        on_load(level, loaded)
+    return loaded.run(feeds)
 
 
 def _save(model: onnx.ModelProto, feeds: dict) -> str | None:
@@ -117,24 +121,30 @@ def _save(model: onnx.ModelProto, feeds: dict) -> str | None:
     return base
 
 
-def check_case(model: onnx.ModelProto, feeds: dict, loose: dict[str, bool] | None = None, levels=LEVELS) -> None:
-    """Raises FuzzFailure naming the opt_level, output and difference (with the graph as text)."""
-    onnx.checker.check_model(model, full_check=True)
-    ref32, ref64 = reference(model, feeds)
+def check_case(model: onnx.ModelProto, feeds: dict, loose: dict[str, bool] | None = None, levels=LEVELS,
+               on_load=None) -> None:
+    """Raises FuzzFailure naming the opt_level, output and difference (with the graph as text).
+    ``on_load(level, model)`` sees each loaded converted model (statistics)."""
+    try:
+        onnx.checker.check_model(model, full_check=True)
+        ref32, ref64 = reference(model, feeds)
+    except Exception as e:          # an invalid test model: a bug of the generator or the test, not ours
+        raise AssertionError(f"invalid test model ({e})\n{onnx.printer.to_text(model)}") from e
     names = [o.name for o in model.graph.output]
     problems = []
     with tempfile.TemporaryDirectory(prefix="fuzz_") as workdir:
         for level in levels:
             try:
-                ours = run_converted(model, feeds, level, workdir)
-            except Exception:
+                ours = run_converted(model, feeds, level, workdir, on_load)
+            except Exception:  # noqa: BLE001  (any crash is a finding, reported with its traceback)
                 problems.append(f"opt_level {level}: crashed:\n{traceback.format_exc(limit=-6)}")
                 continue
             if list(ours) != names:
                 problems.append(f"opt_level {level}: outputs {list(ours)}, expected {names}")
                 continue
             for i, name in enumerate(names):
-                why = mismatch(ours[name], ref32[i], None if ref64 is None else ref64[i], (loose or {}).get(name, False))
+                why = mismatch(ours[name], ref32[i], None if ref64 is None else ref64[i],
+                               (loose or {}).get(name, False))
                 if why:
                     problems.append(f"opt_level {level}: output {name}: {why}")
     if problems:
