@@ -1,5 +1,5 @@
 """ONNX conformance: onnx's own operator test cases and the model test data shipped in the onnx package, run
-through the Python API at opt_level 0 (and the sample of real models at opt_level 2).
+through the Python API at opt_level 0, and at opt_level 3 compared with opt_level 0 (within 1e-5 relative).
 
 ``known_failures.txt`` is the ledger of cases we knowingly fail, one per line with the reason.  A case not in
 the ledger must pass; a ledger case that passes fails the test too, so the ledger never goes stale.
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from converter_lite.tools.conformance import default_dirs, discover, node_cases, run_ours
+from converter_lite.tools.conformance import default_dirs, discover, node_cases, run_levels_agree, run_ours
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -38,7 +38,9 @@ def test_case(name, tmp_path):
     if name in LEDGER:
         try:
             run_ours(case, 0, str(tmp_path))
+    run_levels_agree(case, 3, str(tmp_path))      # every pass of opt_level 3 keeps the outputs (1e-5 relative)
         except Exception:
             pytest.xfail(LEDGER[name])
         pytest.fail(f"{name} passes now: remove it from known_failures.txt")
     run_ours(case, 0, str(tmp_path))
+    run_levels_agree(case, 3, str(tmp_path))      # every pass of opt_level 3 keeps the outputs (1e-5 relative)
