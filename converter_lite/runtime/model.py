@@ -1,24 +1,33 @@
 """``load(path) -> Model`` and ``Model.run(feeds) -> outputs``: running a ``.ms`` file with numpy only.
 
-The model's graph becomes a flat ``Plan`` at load time (plan.py).  Fused kernels (``GraphKernel`` nodes) run
-native code when the file carries native sections (names starting with ``native/``) and the native library
-provides the kernel; otherwise, and for every other node, the reference kernels of ``converter_lite.ops`` run.
+The model's graph becomes a flat ``Plan`` at load time (plan.py: pre-bound steps over one pre-planned arena).
+Fused kernels (``GraphKernel`` nodes) run native code when the file carries native sections (names starting
+with ``native/``) and the native library provides the kernel; otherwise their sub-graphs are inlined into the
+plan.  Other nodes run the runtime's fast kernels (fast_kernels.py) or the reference kernels of
+``converter_lite.ops``.
 
 Native hook (runtime/native.py): ``NativeLibrary.from_sections(sections)`` returns an object whose
 ``kernel(name)`` gives ``fn(inputs: list[ndarray], outputs: list[ndarray])`` (C-contiguous inputs of the
-declared dtypes; outputs preallocated, written in place), or None/KeyError when it lacks that kernel.  If the
-library object has ``set_num_threads(n)``, it is called with the model's ``num_threads``.
+declared dtypes; outputs preallocated, written in place), or None/KeyError when it lacks that kernel; when the
+kernel also has ``bind(inputs, outputs) -> run()`` the plan binds it once to its buffers.  If the library
+object has ``set_num_threads(n)``, it is called with the model's ``num_threads``.
 
-Thread safety: ``Model.run`` may be called from several threads at once.  A Model holds no mutable per-run
-state (each run has its own slot list; constants are read-only views of the file), so no lock is taken;
-native kernels must be reentrant, which the native library guarantees.
+Threads: ``num_threads`` is the thread count of every part of a run: the native kernels' OpenMP team, the
+runtime's own splitting of large GEMMs/convolutions (runtime/parallel.py) and numpy's BLAS, which is held at
+one thread during a run so that the two never oversubscribe the cores (runtime/threads.py).
+
+Thread safety: ``Model.run`` may be called from several threads at once.  The plan's per-run state (arena and
+bound steps) lives in executors taken from a pool for the duration of a run, so concurrent runs never share
+buffers; constants are read-only views of the file; native kernels are reentrant (the native library
+guarantees it).
 """
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +35,8 @@ from ..errors import RET_INPUT_PARAM_INVALID, ConverterError
 from ..ir.core import Node, TensorType
 from ..ir.dtype import DType
 from ..model.format import LoadedModel, load_model
-from .plan import Kernel, Plan
+from .plan import Plan
+from .threads import configure_openmp
 
 NATIVE_PREFIX = "native/"
 log = logging.getLogger("converter_lite.runtime")
@@ -52,14 +62,13 @@ class Model:
         self.num_threads = num_threads
         self.graph = loaded.graph
         resolve = _native_resolver(loaded, num_threads) if native else None
-        self.plan = Plan(loaded.graph, resolve)
+        self.plan = Plan(loaded.graph, resolve, num_threads=num_threads)
         self.input_names: list[str] = [v.name for v in loaded.graph.inputs]
         self.output_names: list[str] = [v.name for v in loaded.graph.outputs]
         self.input_types: list[TensorType] = [v.type for v in loaded.graph.inputs]
         self.output_types: list[TensorType] = [v.type for v in loaded.graph.outputs]
-        self.kernels: list[KernelInfo] = [
-            KernelInfo(s.node.name, s.node.op, tuple(s.node.attrs.get("source_nodes", ())), s.native)
-            for s in self.plan.steps]
+        self.kernels: list[KernelInfo] = [KernelInfo(k.node.name, k.node.op, k.source_nodes, k.native)
+                                          for k in self.plan.kernels]
         self._inputs = {name: (i, t) for i, (name, t) in enumerate(zip(self.input_names, self.input_types))}
 
     @property
@@ -162,12 +171,13 @@ def _native_resolver(loaded: LoadedModel, num_threads: int):
         log.warning("model %s has native code but the native runtime is unavailable (%s); "
                     "running reference kernels", loaded.path, e)
         return None
+    configure_openmp()
     # the native sections are small next to the weights: hand the loader plain bytes
     lib = NativeLibrary.from_sections({k: bytes(v) for k, v in loaded.sections.items() if k.startswith("native/")})
     if hasattr(lib, "set_num_threads"):
         lib.set_num_threads(num_threads)
 
-    def resolve(node: Node) -> Kernel | None:
+    def resolve(node: Node):
         if node.op != "GraphKernel":
             return None
         name = node.attrs.get("kernel_name")
@@ -182,15 +192,39 @@ def _native_resolver(loaded: LoadedModel, num_threads: int):
     return resolve
 
 
-def _native_kernel(fn, node: Node) -> Kernel:
-    """Adapts ``fn(inputs, outputs)`` to the plan's ``inputs -> outputs`` convention."""
-    specs = [(o.type.shape, o.type.dtype.np) for o in node.outputs]
-    in_dtypes = [None if v is None else v.type.dtype.np for v in node.inputs]
+class _NativeStep:
+    """A native kernel for the plan: ``bind(ins, outs)`` once per arena (the fast path), or ``__call__(ins)``
+    allocating its outputs (inputs of dynamic shape)."""
 
-    def run(ins: list) -> list:
+    def __init__(self, fn, node: Node):
+        self.fn = fn
+        self.specs = [(o.type.shape, o.type.dtype.np) for o in node.outputs]
+        self.in_dtypes = [None if v is None else v.type.dtype.np for v in node.inputs]
+
+    def bind(self, ins: list, outs: list):
         # np.asarray(order="C"), not np.ascontiguousarray: that one turns 0-d arrays into shape [1]
-        args = [a if a is None else np.asarray(a, dtype=dt, order="C") for a, dt in zip(ins, in_dtypes)]
-        outs = [np.empty(shape, dtype) for shape, dtype in specs]
-        fn(args, outs)
+        args = [a if a is None else np.asarray(a, dtype=dt, order="C") for a, dt in zip(ins, self.in_dtypes)]
+        if any(a is not b for a, b in zip(args, ins)):       # a copy made now would be stale at run time
+            return self._copying(ins, outs)
+        bind = getattr(self.fn, "bind", None)
+        if bind is not None:
+            return bind(args, outs)
+        fn = self.fn
+        return lambda: fn(args, outs)
+
+    def _copying(self, ins: list, outs: list):
+        fn, dts = self.fn, self.in_dtypes
+
+        def run():
+            fn([a if a is None else np.asarray(a, dtype=dt, order="C") for a, dt in zip(ins, dts)], outs)
+        return run
+
+    def __call__(self, ins: list) -> list:
+        args = [a if a is None else np.asarray(a, dtype=dt, order="C") for a, dt in zip(ins, self.in_dtypes)]
+        outs = [np.empty(shape, dtype) for shape, dtype in self.specs]
+        self.fn(args, outs)
         return outs
-    return run
+
+
+def _native_kernel(fn, node: Node) -> _NativeStep:
+    return _NativeStep(fn, node)

@@ -1,161 +1,179 @@
-"""A flat execution plan for a static graph: graph walking happens once, at load time.
+"""A flat execution plan: graph walking, kernel choice and memory layout happen once, at load time.
 
-``Plan(graph, resolve)`` numbers every value with an integer slot and turns each node into a ``Step``::
+``Plan(graph, resolve=None, num_threads=1)``:
 
-    Step(fn, inputs=(slot, ...), outputs=(slot, ...), release=(slot, ...), node)
+1. ``lowering.lower`` numbers the values and turns the nodes into steps (constant nodes folded, fast kernels
+   from ``fast_kernels.FAST`` where they apply, native kernels from ``resolve``, reference kernels otherwise,
+   zero-copy views for reshapes);
+2. ``arena.plan_memory`` decides in-place reuse and gives every buffer an offset in one arena, buffers whose
+   lifetimes do not intersect sharing bytes;
+3. an ``Executor`` allocates the arena and one scratch area, makes every value's array (a view into the arena,
+   or the constant) and *binds* each step to its arrays: a list of zero-argument callables.  A run copies the
+   inputs into their buffers, calls the list in order and copies the outputs out, so it allocates nothing
+   else (only reference kernels and dynamic-shape values allocate their results).
 
-``fn(list_of_input_arrays) -> list_of_output_arrays``.  ``execute`` copies a template slot list (constants are
-pre-filled, slot 0 is always ``None`` and stands for omitted optional inputs), writes the inputs, runs the steps
-in order and, after each step, drops the buffers whose last use that step was (``release``: liveness computed at
-plan time), so peak memory follows the live set rather than the whole graph.
-
-Kernel choice, per node: ``resolve(node)`` may return a callable (a native kernel); otherwise ``GraphKernel``
-nodes run their sub-graph through a nested ``Plan`` (same resolver), and every other op runs its reference
-kernel from ``converter_lite.ops.registry.OPS`` with its attributes pre-bound.
-
-Thread safety: a Plan is immutable after construction and ``execute`` keeps all per-run state in locals, so
-one Plan may execute concurrently in several threads (given reentrant kernels).
+Thread safety: a Plan is immutable after construction; executors (arena + bound steps) are pooled: a run
+takes a free one or makes a new one, and gives it back at the end, so concurrent runs never share buffers.
+numpy's BLAS is limited to the plan's thread count during a run (``threads.blas_limit``).
 """
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
-from ..errors import RET_NOT_FIND_OP, RET_OP_EXECUTE_FAILURE, ConverterError
+from ..errors import RET_OP_EXECUTE_FAILURE, ConverterError
 from ..ir.core import Graph, Node
-from ..ops.registry import OPS
-
-Kernel = Callable[[list], list]
-Resolver = Callable[[Node], "Kernel | None"]
-NULL_SLOT = 0
+from .arena import ALIGN, plan_memory
+from .lowering import KernelEntry, Program, lower
+from .threads import blas_limit
 
 
 @dataclass(frozen=True)
 class Step:
-    fn: Kernel
-    inputs: tuple[int, ...]
-    outputs: tuple[int, ...]
-    release: tuple[int, ...]
+    """One executed step (for tables and tests): its node, whether it runs native code, its kernel index."""
     node: Node
-    native: bool = False
+    native: bool
+    kernel: int
+    inputs: tuple
+    outputs: tuple
 
 
 class Plan:
     """Executable form of ``graph``; see the module docstring."""
 
-    def __init__(self, graph: Graph, resolve: Resolver | None = None):
+    def __init__(self, graph: Graph, resolve=None, num_threads: int = 1, fast: bool = True):
+        from .fast_kernels import FAST
         self.graph = graph
-        slots: dict[int, int] = {}
-        template: list = [None]
+        self.num_threads = num_threads
+        self.program: Program = lower(graph, resolve, FAST if fast else {}, num_threads)
+        self.memory = plan_memory(self.program)
+        self.kernels: list[KernelEntry] = self.program.kernels
+        self.steps = [Step(s.node, s.impl.native, s.kernel, s.inputs, s.outputs) for s in self.program.steps]
+        self.workspace = max((s.impl.workspace for s in self.program.steps), default=0)
+        self._free: list[Executor] = []
+        self._lock = threading.Lock()
 
-        def slot(v) -> int:
-            if v is None:
-                return NULL_SLOT
-            s = slots.get(id(v))
-            if s is None:
-                s = slots[id(v)] = len(template)
-                template.append(v.const)          # None for non-constants
-            return s
-
-        self.input_slots = tuple(slot(v) for v in graph.inputs)
-        raw = []
-        for node in graph.nodes:
-            fn = resolve(node) if resolve is not None else None
-            native = fn is not None
-            if fn is None:
-                fn = _reference_kernel(node, resolve)
-            raw.append((fn, tuple(slot(v) for v in node.inputs), tuple(slot(v) for v in node.outputs), node,
-                        native))
-        self.output_slots = tuple(slot(v) for v in graph.outputs)
-        self.template = template
-        self.steps = _with_liveness(raw, keep=set(self.output_slots) | {NULL_SLOT} |
-                                    {i for i, c in enumerate(template) if c is not None})
+    @property
+    def arena_bytes(self) -> int:
+        return self.memory.arena_bytes
 
     def execute(self, inputs: Sequence[np.ndarray], timings: list[float] | None = None) -> list[np.ndarray]:
-        """Runs the plan on ``inputs`` (graph-input order).  With ``timings`` (one float per step), adds each
-        step's wall time in seconds to it."""
-        env = self.template.copy()
-        for s, a in zip(self.input_slots, inputs):
-            env[s] = a
-        step = None
+        """Runs the plan on ``inputs`` (graph-input order).  With ``timings`` (one float per kernel, see
+        ``kernels``), adds each kernel's wall time in seconds to it.  Returns new arrays."""
+        with self._lock:
+            ex = self._free.pop() if self._free else None
+        if ex is None:
+            ex = Executor(self)
+        try:
+            with blas_limit(self.num_threads):
+                return ex.run(inputs, timings)
+        finally:
+            with self._lock:
+                self._free.append(ex)
+
+
+class Executor:
+    """One arena, one scratch area and the steps bound to them (used by one run at a time)."""
+
+    def __init__(self, plan: Plan):
+        prog, mem = plan.program, plan.memory
+        self.arena = _aligned(mem.arena_bytes)
+        self.scratch = _aligned(plan.workspace)
+        arrays: list = [None] * len(prog.values)
+        for vid, v in enumerate(prog.values):
+            if v.const is not None:
+                arrays[vid] = v.const
+            elif not v.dynamic:
+                r = prog.root(vid)
+                if r not in mem.offsets:               # written by no step (a dropped one)
+                    continue
+                off = mem.offsets[r] + prog.root_offset(vid)
+                arrays[vid] = self.arena[off:off + v.nbytes].view(v.dtype).reshape(v.shape)
+        self.arrays = arrays
+        self.dtypes = [v.dtype for v in prog.values]
+        self.env: list = [None] * len(prog.values)
+        self.has_dynamic = any(a is None for a in arrays)
+        self.inputs = [(arrays[v], v) for v in prog.inputs]
+        self.outputs = [(arrays[v], v) for v in prog.outputs]
+        self.nodes = [s.node for s in prog.steps]
+        self.kernel_of = [s.kernel for s in prog.steps]
+        self.calls = [self._bind(s) for s in prog.steps]
+
+    def _bind(self, st):
+        arrays, env = self.arrays, self.env
+        ins = [None if v is None else arrays[v] for v in st.inputs]
+        outs = [arrays[o] for o in st.outputs]
+        static = all(v is None or arrays[v] is not None for v in st.inputs) and all(o is not None for o in outs)
+        if static and st.impl.bind is not None:
+            return st.impl.bind(ins, outs, self.scratch)
+        return _generic(st, ins, outs, env, [self.dtypes[v] for v in st.outputs])
+
+    def run(self, inputs: Sequence[np.ndarray], timings: list[float] | None) -> list[np.ndarray]:
+        env = self.env
+        for (arr, vid), a in zip(self.inputs, inputs):
+            if arr is not None:
+                np.copyto(arr, a, casting="unsafe")
+            else:
+                env[vid] = a
+        calls = self.calls
+        k = -1
         try:
             if timings is None:
-                for step in self.steps:
-                    outs = step.fn([env[i] for i in step.inputs])
-                    for s, a in zip(step.outputs, outs):
-                        env[s] = a
-                    for s in step.release:
-                        env[s] = None
+                for k, f in enumerate(calls):
+                    f()
             else:
-                clock = time.perf_counter
-                for k, step in enumerate(self.steps):
+                clock, owner = time.perf_counter, self.kernel_of
+                for k, f in enumerate(calls):
                     t0 = clock()
-                    outs = step.fn([env[i] for i in step.inputs])
-                    timings[k] += clock() - t0
-                    for s, a in zip(step.outputs, outs):
-                        env[s] = a
-                    for s in step.release:
-                        env[s] = None
+                    f()
+                    timings[owner[k]] += clock() - t0
         except ConverterError:
             raise
         except Exception as e:
-            node = step.node
+            node = self.nodes[k]
             raise ConverterError(RET_OP_EXECUTE_FAILURE, f"node {node.name!r} ({node.op}) failed: "
                                                          f"{type(e).__name__}: {e}") from e
-        return [env[s] for s in self.output_slots]
+        out = [np.array(arr if arr is not None else env[vid], copy=True) for arr, vid in self.outputs]
+        if self.has_dynamic:
+            env[:] = [None] * len(env)
+        return out
 
 
-def _with_liveness(raw: list[tuple], keep: set[int]) -> list[Step]:
-    """Attaches to each step the slots last used by it (outputs nobody reads are released at once)."""
-    last: dict[int, int] = {}
-    for k, (_, ins, outs, _, _) in enumerate(raw):
-        for s in outs:
-            last[s] = k
-        for s in ins:
-            last[s] = k
-    release: list[list[int]] = [[] for _ in raw]
-    for s, k in last.items():
-        if s not in keep:
-            release[k].append(s)
-    return [Step(fn, ins, outs, tuple(sorted(rel)), node, native)
-            for (fn, ins, outs, node, native), rel in zip(raw, release)]
+def _aligned(nbytes: int) -> np.ndarray:
+    raw = np.empty(nbytes + ALIGN, np.uint8)
+    skip = (-raw.ctypes.data) % ALIGN
+    return raw[skip:skip + nbytes]
 
 
-def _reference_kernel(node: Node, resolve: Resolver | None) -> Kernel:
-    """``node``'s reference kernel with attrs bound; outputs are cast to and checked against the node's types."""
-    if node.op == "GraphKernel" and "graph" in node.attrs:
-        return _checked(Plan(node.attrs["graph"], resolve).execute, node)
-    op = OPS.get(node.op)
-    if op is None:
-        raise ConverterError(RET_NOT_FIND_OP, f"node {node.name!r} uses op {node.op!r}, which the runtime does "
-                                              "not implement")
-    compute, attrs, n = op.compute, node.attrs, len(node.outputs)
+def _generic(st, ins: list, outs: list, env: list, dtypes: list):
+    """A step computing fresh arrays (``impl.call``): dynamic inputs are read from ``env``; results are copied
+    into their buffers (checked against the declared shape, cast to the declared dtype) or stored in ``env``."""
+    call = st.impl.call
+    dyn = [(pos, v) for pos, (v, a) in enumerate(zip(st.inputs, ins)) if v is not None and a is None]
+    specs = list(zip(outs, st.outputs, dtypes))
+    n = len(specs)
 
-    def run(ins: list) -> list:
-        out = compute(attrs, *ins)
-        if isinstance(out, (tuple, list)):
-            return list(out[:n])
-        return [out]
-    return _checked(run, node)
-
-
-def _checked(fn: Kernel, node: Node) -> Kernel:
-    """Wraps ``fn`` so that its outputs are ndarrays of the declared dtype and shape."""
-    specs = [(None, None) if o.type is None else (o.type.dtype.np, o.type.shape) for o in node.outputs]
-
-    def run(ins: list) -> list:
-        outs = fn(ins)
-        if len(outs) < len(specs):
-            raise ValueError(f"kernel produced {len(outs)} outputs, expected {len(specs)}")
-        result = []
-        for a, (dtype, shape) in zip(outs, specs):
-            if not isinstance(a, np.ndarray) or (dtype is not None and a.dtype != dtype):
-                a = np.asarray(a, dtype=dtype)
-            if shape is not None and a.shape != shape:
-                raise ValueError(f"kernel produced shape {list(a.shape)}, the model declares {list(shape)}")
-            result.append(a)
-        return result
+    def run():
+        args = list(ins)
+        for pos, v in dyn:
+            args[pos] = env[v]
+        res = call(args)
+        if len(res) < n:
+            raise ValueError(f"kernel produced {len(res)} outputs, expected {n}")
+        for (arr, vid, dt), r in zip(specs, res):
+            if arr is None:
+                r = np.asarray(r)
+                if dt is not None and dt.kind not in "OUS" and r.dtype != dt:
+                    r = r.astype(dt)
+                env[vid] = r if r.flags.owndata else r.copy()
+                continue
+            if not isinstance(r, np.ndarray):
+                r = np.asarray(r)
+            if r.shape != arr.shape:
+                raise ValueError(f"kernel produced shape {list(r.shape)}, the model declares {list(arr.shape)}")
+            np.copyto(arr, r, casting="unsafe")
     return run

@@ -1,0 +1,173 @@
+"""2-D MaxPool/AveragePool, GlobalAveragePool and constant Pad writing into the plan's buffers.
+
+Pooling copies the input into a border of the fill value (``-inf``/the dtype's minimum for MaxPool, 0 for
+AveragePool; the border also covers ``ceil_mode``'s overhang) and combines the ``kh*kw`` strided tap views of
+that buffer, split over ``num_threads`` by channel blocks.  The results equal the reference kernels':
+
+* MaxPool keeps the reference's NaN rule (``tap > y`` replaces: a NaN first tap stays, later NaNs are
+  skipped): ``acc = fmax(tap1, tap2, ...)``, ``y = maximum(tap0, fmax(acc, tap0))``.  Only when the Indices
+  output is not requested.
+* AveragePool sums the taps in order and divides by the per-position count (``count_include_pad``).
+* GlobalAveragePool is ``mean`` over the spatial axes; Pad (mode constant) fills the border and copies the
+  interior (all-zero pads: a view).
+"""
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from ..ops.nn_window import resolve_window
+from ..ops.registry import KernelError
+from ..ops.tensor_pad import pad_amounts
+from .fast_conv import Padder
+from .lowering import Impl, NodeCtx, ViewOf
+from .parallel import parallel_calls, split_rows
+
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _window(ctx: NodeCtx):
+    x = ctx.value(0)
+    if len(x.shape) != 4 or "kernel_shape" not in ctx.attrs or ctx.out().dtype != x.dtype:
+        return None
+    try:
+        win = resolve_window(ctx.node.op, ctx.attrs, tuple(x.shape[2:]), tuple(int(k) for k in ctx.attrs["kernel_shape"]),
+                             ceil_mode=bool(ctx.attrs.get("ceil_mode", 0)))
+    except KernelError:
+        return None
+    if tuple(x.shape[:2]) + tuple(win.out) != ctx.out().shape:
+        return None
+    return win
+
+
+def _padded(x_shape, win):
+    """(pads top/left/bottom/right, padded H, W) covering every window, overhang included."""
+    need = [max(o - 1, 0) * s + e for o, s, e in zip(win.out, win.strides, win.effective)]
+    pb = win.pads_begin
+    pe = [max(0, need[i] - pb[i] - x_shape[2 + i]) for i in range(2)]
+    return (pb[0], pb[1], pe[0], pe[1]), x_shape[2] + pb[0] + pe[0], x_shape[3] + pb[1] + pe[1]
+
+
+def _taps(xp, win):
+    (oh, ow), (sh, sw), (dh, dw) = win.out, win.strides, win.dilations
+    return [xp[:, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
+            for i in range(win.kernel[0]) for j in range(win.kernel[1])]
+
+
+def _pool(kind: str):
+    def factory(ctx: NodeCtx):
+        x = ctx.value(0)
+        if (kind == "max" and len(ctx.outs) != 1) or x.dtype not in FLOATS and kind == "avg" \
+                or x.dtype.kind not in "fiu":
+            return None
+        win = _window(ctx)
+        if win is None or min(win.pads_begin + win.pads_end) < 0:
+            return None
+        n, c = x.shape[:2]
+        pads, hp, wp = _padded(x.shape, win)
+        fill = (-np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min) if kind == "max" else 0
+        count = None
+        if kind == "avg":
+            from ..ops.nn_pool import _axis_counts
+            count = _axis_counts(win, x.shape[2:], bool(ctx.attrs.get("count_include_pad", 0))).astype(x.dtype)
+        nt = ctx.num_threads
+
+        def bind(ins, outs, ws):
+            xp = ws[:c * hp * wp * x.dtype.itemsize].view(x.dtype).reshape(c, hp, wp)
+            padder = Padder(xp, pads, x.shape[2], x.shape[3], fill)
+            steps = []
+            for b in range(n):
+                parts = [_pool_part(kind, padder.part(c0, c1, ins[0][b]), _taps(xp[c0:c1], win),
+                                    outs[0][b, c0:c1], count, x.dtype.kind == "f")
+                         for c0, c1 in split_rows(c, 2 * nt if nt > 1 else 1, 1)]
+                steps.append(parallel_calls(parts, nt))
+            if len(steps) == 1:
+                return steps[0]
+
+            def run():
+                for s in steps:
+                    s()
+            return run
+        return Impl(bind=bind, workspace=c * hp * wp * x.dtype.itemsize + 64)
+    return factory
+
+
+def _pool_part(kind, pad, taps, out, count, is_float):
+    first, rest = taps[0], taps[1:]
+    if kind == "avg":
+        def run_avg():
+            pad()
+            np.copyto(out, first)
+            for t in rest:
+                np.add(out, t, out=out)
+            np.divide(out, count, out=out)
+        return run_avg
+    if not rest:
+        return lambda: (pad(), np.copyto(out, first))
+    if not is_float:
+        def run_int():
+            pad()
+            np.copyto(out, first)
+            for t in rest:
+                np.maximum(out, t, out=out)
+        return run_int
+    acc0, more = rest[0], rest[1:]
+
+    def run_max():
+        pad()
+        np.copyto(out, acc0)
+        for t in more:
+            np.fmax(out, t, out=out)
+        np.fmax(out, first, out=out)
+        np.maximum(first, out, out=out)
+    return run_max
+
+
+def _global_avg(ctx: NodeCtx):
+    x = ctx.value(0)
+    if x.dtype not in FLOATS or len(x.shape) < 3 or ctx.out().dtype != x.dtype:
+        return None
+    axes = tuple(range(2, len(x.shape)))
+    return Impl(bind=lambda ins, outs, ws: partial(np.mean, ins[0], axis=axes, keepdims=True, out=outs[0]))
+
+
+def _pad(ctx: NodeCtx):
+    x, y = ctx.value(0), ctx.out()
+    if ctx.attrs.get("mode", "constant") != "constant" or ctx.const(1) is None or y.dtype != x.dtype:
+        return None
+    if (ctx.value(2) is not None and ctx.const(2) is None) or (ctx.value(3) is not None and ctx.const(3) is None):
+        return None
+    try:
+        amounts = pad_amounts(len(x.shape), ctx.const(1), ctx.const(3))
+    except KernelError:
+        return None
+    if min(min(a) for a in amounts) < 0:
+        return None
+    if all(a == (0, 0) for a in amounts):
+        return ViewOf(((0, 0),))
+    cv = ctx.const(2)
+    value = 0 if cv is None or cv.size == 0 else cv.reshape(-1)[0].item()
+    inner = tuple(slice(b, b + d) for (b, _), d in zip(amounts, x.shape))
+
+    def bind(ins, outs, ws):
+        o = outs[0]
+        interior = o[inner]
+        borders = []
+        for ax, (b, e) in enumerate(amounts):        # slabs outside the interior along each axis
+            pre = tuple(inner[:ax])
+            if b:
+                borders.append(o[pre + (slice(0, b),)])
+            if e:
+                borders.append(o[pre + (slice(o.shape[ax] - e, None),)])
+
+        def run():
+            for s in borders:
+                s.fill(value)
+            np.copyto(interior, ins[0])
+        return run
+    return Impl(bind=bind)
+
+
+POOL_FAST = {"MaxPool": _pool("max"), "AveragePool": _pool("avg"), "GlobalAveragePool": _global_avg,
+             "Pad": _pad}

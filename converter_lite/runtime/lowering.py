@@ -1,0 +1,339 @@
+"""Lowering a graph to a flat ``Program``: numbered values and a list of steps, each with its implementation.
+
+Values (``PValue``) are one of:
+
+* a **constant** (``const`` holds the array: the model's weights, or a node folded at load time because all its
+  inputs are constants);
+* a **buffer**: static shape, written by a step (or a graph input copied in); the arena holds it;
+* a **view** of another value (``base``, byte ``offset``): same bytes, C-contiguous, no step runs for it
+  (Reshape/Flatten/Squeeze/Unsqueeze/Identity, leading-axis Slice/Split, no-op Pad/Expand/Cast, and outputs
+  written in place of an input);
+* **dynamic**: shape unknown until run time (data-dependent ops); held in a per-run cell, run by the reference
+  kernels only.
+
+Per node, in graph order: a node whose inputs are all constants is evaluated once here (deterministic ops);
+``GraphKernel`` nodes run native code when ``resolve(node)`` provides it, otherwise their sub-graph is inlined
+(its ops get the fast kernels too); every other op takes the first applicable entry of the fast-kernel table
+(``fast_kernels.FAST``, keyed by op type: a step implementation, a view, or None) and else its reference kernel
+from ``ops.registry.OPS``.  Steps whose outputs nobody reads are dropped at the end (e.g. a Pad that the Conv
+after it absorbed).  Every step remembers the top-level node (``kernel``) it belongs to, for profiling.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import RET_NOT_FIND_OP, ConverterError
+from ..ir.core import Graph, Node, Value
+from ..ops.registry import OPS, KernelError
+
+
+@dataclass
+class PValue:
+    name: str
+    shape: tuple[int, ...] | None
+    dtype: np.dtype | None
+    const: np.ndarray | None = None
+    base: int | None = None           # a view of this value ...
+    offset: int = 0                   # ... starting this many bytes into it
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.shape is None else int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    @property
+    def dynamic(self) -> bool:
+        return self.const is None and (self.shape is None or self.dtype is None or self.dtype.kind in "OUS")
+
+
+@dataclass
+class Impl:
+    """How a step runs.  ``bind(ins, outs, scratch) -> run()`` pre-binds arrays (static steps); ``call(ins) ->
+    outs`` computes fresh arrays (reference kernels, dynamic shapes).  ``inplace``: input positions whose
+    storage output 0 may take over (elementwise only).  ``workspace``: scratch bytes needed by ``bind``.
+    ``inputs`` overrides the node's inputs (value ids), e.g. a Conv reading the input of a Pad it absorbed."""
+    bind: Callable[[list, list, np.ndarray], Callable[[], Any]] | None = None
+    call: Callable[[list], list] | None = None
+    inplace: tuple[int, ...] = ()
+    workspace: int = 0
+    native: bool = False
+    inputs: tuple[int | None, ...] | None = None
+    absorbed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ViewOf:
+    """Output ``k`` of a node is input ``pos`` seen at ``offset`` bytes with the output's shape."""
+    views: tuple[tuple[int, int], ...]      # per output: (input position, byte offset)
+
+
+@dataclass
+class PStep:
+    kernel: int
+    node: Node
+    inputs: tuple[int | None, ...]
+    outputs: tuple[int, ...]
+    impl: Impl
+
+
+@dataclass
+class KernelEntry:
+    node: Node
+    source_nodes: tuple[str, ...]
+    native: bool = False
+
+
+@dataclass
+class Program:
+    values: list[PValue] = field(default_factory=list)
+    steps: list[PStep] = field(default_factory=list)
+    inputs: list[int] = field(default_factory=list)
+    outputs: list[int] = field(default_factory=list)
+    kernels: list[KernelEntry] = field(default_factory=list)
+    producer: dict[int, tuple[Node, tuple]] = field(default_factory=dict)   # value -> (node, its input ids)
+
+    def add(self, v: PValue) -> int:
+        self.values.append(v)
+        return len(self.values) - 1
+
+    def root(self, vid: int) -> int | None:
+        """The buffer holding ``vid``'s bytes (None for constants and dynamic values)."""
+        v = self.values[vid]
+        while v.base is not None:
+            vid = v.base
+            v = self.values[vid]
+        return None if v.const is not None or v.dynamic else vid
+
+    def root_offset(self, vid: int) -> int:
+        off, v = 0, self.values[vid]
+        while v.base is not None:
+            off += v.offset
+            v = self.values[v.base]
+        return off
+
+    def is_buffer(self, vid: int) -> bool:
+        v = self.values[vid]
+        return v.base is None and v.const is None and not v.dynamic
+
+    def make_view(self, vid: int, base: int, offset: int) -> None:
+        self.values[vid].base, self.values[vid].offset = base, offset
+
+
+class NodeCtx:
+    """What a fast-kernel factory sees of one node: its input/output value ids, types and constants."""
+
+    def __init__(self, prog: Program, node: Node, ins: list, outs: list, num_threads: int):
+        self.prog, self.node, self.ins, self.outs, self.num_threads = prog, node, ins, outs, num_threads
+        self.attrs = node.attrs
+
+    def value(self, i: int) -> PValue | None:
+        vid = self.ins[i] if i < len(self.ins) else None
+        return None if vid is None else self.prog.values[vid]
+
+    def const(self, i: int) -> np.ndarray | None:
+        v = self.value(i)
+        return None if v is None else v.const
+
+    def shape(self, i: int):
+        return self.value(i).shape
+
+    def dtype(self, i: int):
+        return self.value(i).dtype
+
+    def out(self, k: int = 0) -> PValue:
+        return self.prog.values[self.outs[k]]
+
+    def producer(self, i: int) -> tuple[Node, tuple] | None:
+        vid = self.ins[i] if i < len(self.ins) else None
+        return None if vid is None else self.prog.producer.get(vid)
+
+
+Factory = Callable[[NodeCtx], "Impl | ViewOf | None"]
+
+
+def lower(graph: Graph, resolve=None, fast: dict[str, Factory] | None = None, num_threads: int = 1) -> Program:
+    """The program of ``graph`` (see the module doc)."""
+    prog = Program()
+    ids: dict[int, int] = {}
+    for v in graph.inputs:
+        ids[id(v)] = prog.add(PValue(v.name, _shape(v), _dtype(v)))
+    prog.inputs = [ids[id(v)] for v in graph.inputs]
+    _Lowerer(prog, ids, resolve, fast or {}, num_threads).nodes(graph.nodes, None)
+    prog.outputs = [_vid(prog, ids, v) for v in graph.outputs]
+    _drop_dead_steps(prog)
+    return prog
+
+
+def _shape(v: Value):
+    return None if v.type is None or v.type.shape is None else tuple(int(d) for d in v.type.shape)
+
+
+def _dtype(v: Value):
+    return None if v.type is None else np.dtype(v.type.dtype.np)
+
+
+def _vid(prog: Program, ids: dict, v: Value | None) -> int | None:
+    if v is None:
+        return None
+    vid = ids.get(id(v))
+    if vid is None:
+        if v.const is None:
+            raise ConverterError(RET_NOT_FIND_OP, f"value {v.name!r} is read before it is computed")
+        c = np.asarray(v.const)
+        vid = ids[id(v)] = prog.add(PValue(v.name, tuple(c.shape), c.dtype, const=c))
+    return vid
+
+
+class _Lowerer:
+    def __init__(self, prog, ids, resolve, fast, num_threads):
+        self.prog, self.ids, self.resolve, self.fast, self.num_threads = prog, ids, resolve, fast, num_threads
+
+    def nodes(self, nodes: list[Node], kernel: int | None) -> None:
+        for node in nodes:
+            self.node(node, kernel)
+
+    def node(self, node: Node, kernel: int | None) -> None:
+        prog = self.prog
+        ins = [_vid(prog, self.ids, v) for v in node.inputs]
+        if self._fold(node, ins):
+            return
+        top = kernel is None
+        if top:
+            prog.kernels.append(KernelEntry(node, tuple(node.attrs.get("source_nodes", ()))))
+            kernel = len(prog.kernels) - 1
+        if node.op == "GraphKernel" and "graph" in node.attrs:
+            fn = self.resolve(node) if self.resolve is not None else None
+            if fn is None:
+                self._inline(node, ins, kernel)
+                return
+            prog.kernels[kernel].native = True
+            self._step(node, ins, kernel, _native_impl(fn))
+            return
+        outs = [self._new(o) for o in node.outputs]
+        ctx = NodeCtx(prog, node, ins, outs, self.num_threads)
+        impl = None
+        static = all(vid is None or not prog.values[vid].dynamic for vid in ins + outs)
+        factory = self.fast.get(node.op) if static else None
+        if factory is not None:
+            try:
+                impl = factory(ctx)
+            except (KernelError, ValueError, IndexError):
+                impl = None                            # the reference kernel reports it at run time
+        if isinstance(impl, ViewOf):
+            for k, (pos, off) in enumerate(impl.views):
+                prog.make_view(outs[k], ins[pos], off)
+                prog.producer[outs[k]] = (node, tuple(ins))
+            return
+        if impl is None:
+            impl = _reference_impl(node)
+        self._step(node, ins, kernel, impl, outs)
+
+    def _new(self, v: Value) -> int:
+        vid = self.ids[id(v)] = self.prog.add(PValue(v.name, _shape(v), _dtype(v)))
+        return vid
+
+    def _step(self, node: Node, ins: list, kernel: int, impl: Impl, outs: list | None = None) -> None:
+        if outs is None:
+            outs = [self._new(o) for o in node.outputs]
+        for o in outs:
+            self.prog.producer[o] = (node, tuple(ins))
+        inputs = tuple(impl.inputs) if impl.inputs is not None else tuple(ins)
+        self.prog.steps.append(PStep(kernel, node, inputs, tuple(outs), impl))
+        if impl.absorbed:
+            entry = self.prog.kernels[kernel]
+            entry.source_nodes = tuple(impl.absorbed) + (entry.source_nodes or (node.name,))
+
+    def _inline(self, node: Node, ins: list, kernel: int) -> None:
+        sub: Graph = node.attrs["graph"]
+        for sv, vid in zip(sub.inputs, ins):
+            if vid is None:
+                continue
+            self.ids[id(sv)] = vid
+        self.nodes(sub.nodes, kernel)
+        for o, so in zip(node.outputs, sub.outputs):
+            vid = _vid(self.prog, self.ids, so)
+            want, have = _dtype(o), self.prog.values[vid].dtype
+            if want is not None and have is not None and want != have:
+                raise ConverterError(RET_NOT_FIND_OP, f"fused kernel {node.name!r}: sub-graph output "
+                                                      f"{so.name!r} is {have}, the node declares {want}")
+            self.ids[id(o)] = vid
+
+    def _fold(self, node: Node, ins: list) -> bool:
+        """Evaluates ``node`` now if every input is a constant (and the op is deterministic)."""
+        op = OPS.get(node.op)
+        if node.op != "GraphKernel" and (op is None or not op.deterministic):
+            return False
+        if any(v is not None and self.prog.values[v].const is None for v in ins) or not node.outputs:
+            return False
+        if not any(v is not None for v in ins):
+            return False
+        try:
+            from ..ir.interpret import eval_graph
+            from ..ops.registry import evaluate_node
+            arrays = [None if v is None else self.prog.values[v].const for v in ins]
+            with np.errstate(all="ignore"):
+                if node.op == "GraphKernel":
+                    outs = eval_graph(node.attrs["graph"], arrays)
+                else:
+                    outs = evaluate_node(node, arrays)
+        except (KernelError, ValueError, TypeError, IndexError, ArithmeticError):
+            return False                               # fails again at run time, naming the node
+        for o, a in zip(node.outputs, outs):
+            dt = _dtype(o)
+            a = np.asarray(a) if dt is None else np.asarray(a).astype(dt, copy=False)
+            if _shape(o) is not None and a.shape != _shape(o):
+                return False
+            a.flags.writeable = False
+            self.ids[id(o)] = self.prog.add(PValue(o.name, a.shape, a.dtype, const=a))
+        return True
+
+
+def _reference_impl(node: Node) -> Impl:
+    op = OPS.get(node.op)
+    if op is None:
+        raise ConverterError(RET_NOT_FIND_OP, f"node {node.name!r} uses op {node.op!r}, which the runtime does "
+                                              "not implement")
+    compute, attrs, n = op.compute, node.attrs, len(node.outputs)
+
+    def call(ins: list) -> list:
+        out = compute(attrs, *ins)
+        if isinstance(out, (tuple, list)):
+            return list(out[:n])
+        return [out]
+    return Impl(call=call)
+
+
+def _native_impl(fn) -> Impl:
+    """A resolver's kernel: an object with ``bind(ins, outs) -> run()`` (and ``__call__(ins) -> outs``), or a
+    plain ``fn(ins) -> outs``."""
+    bind = getattr(fn, "bind", None)
+    return Impl(bind=None if bind is None else (lambda ins, outs, scratch: bind(ins, outs)), call=fn, native=True)
+
+
+def _drop_dead_steps(prog: Program) -> None:
+    """Removes steps none of whose outputs is read (by a later step, a view that is read, or the outputs)."""
+    needed: set[int] = set()
+
+    def need(vid):
+        while vid is not None and vid not in needed:
+            needed.add(vid)
+            vid = prog.values[vid].base
+    for v in prog.outputs:
+        need(v)
+    kept = []
+    for st in reversed(prog.steps):
+        op = OPS.get(st.node.op)
+        live = any(o in needed for o in st.outputs) or (op is not None and not op.deterministic)
+        if live:
+            kept.append(st)
+            for v in st.inputs:
+                need(v)
+    prog.steps = kept[::-1]
+    used = sorted({st.kernel for st in prog.steps})
+    remap = {k: i for i, k in enumerate(used)}
+    prog.kernels = [prog.kernels[k] for k in used]
+    for st in prog.steps:
+        st.kernel = remap[st.kernel]

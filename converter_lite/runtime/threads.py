@@ -1,0 +1,115 @@
+"""Thread counts of the libraries a run uses: numpy's BLAS and the native kernels' OpenMP team.
+
+* **BLAS.**  numpy's OpenBLAS keeps one process-wide thread count.  ``blas_limit(n)`` sets it for the duration
+  of a run and restores the caller's value afterwards; nested or concurrent runs are reference-counted, so the
+  first run in sets it and the last one out restores it.  The library is found among the shared objects
+  the process has loaded (``/proc/self/maps``) and driven through ctypes, as threadpoolctl does, without
+  adding that dependency.  Other BLAS builds (MKL, Accelerate) are left alone.
+  How many threads BLAS gets during a run is ``blas_threads(num_threads)``: OpenBLAS's idle workers spin on a
+  core for a while after each call and its static work split waits for a preempted worker, so on a machine
+  whose cores are also busy with the native kernels' team (or with other processes) a second BLAS thread
+  costs far more than it gains on the small matrices of a converted model; the plan therefore splits large
+  products itself (``fast_kernels``) and keeps BLAS at one thread.
+* **OpenMP.**  libgomp reads ``OMP_WAIT_POLICY``/``GOMP_SPINCOUNT`` once, when it is loaded (with the first
+  native library).  Its default spins an idle worker for ~300k iterations (milliseconds) after every parallel
+  kernel, keeping a core away from BLAS and numpy between kernels; ``configure_openmp()`` (called before the
+  first native library is loaded) sets a short spin, unless the user set either variable.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from contextlib import contextmanager
+
+# spins (each a pause instruction) an idle OpenMP worker waits before sleeping: ~0.1 ms, enough to stay
+# awake between the kernels of one run, short enough not to hold a core after it
+GOMP_SPINCOUNT = "10000"
+_GET = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads", "openblas_get_num_threads64_",
+        "openblas_get_num_threads")
+_SET = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads64_",
+        "openblas_set_num_threads")
+
+
+class _OpenBLAS:
+    def __init__(self):
+        self.get = self.set = None
+        for path in _loaded_libraries("openblas"):
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError:
+                continue
+            get = next((getattr(lib, s) for s in _GET if hasattr(lib, s)), None)
+            set_ = next((getattr(lib, s) for s in _SET if hasattr(lib, s)), None)
+            if get is not None and set_ is not None:
+                get.restype, get.argtypes = ctypes.c_int, []
+                set_.restype, set_.argtypes = None, [ctypes.c_int]
+                self.get, self.set = get, set_
+                return
+
+
+def _loaded_libraries(word: str) -> list[str]:
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if word in line.lower() and "/" in line}
+    except OSError:
+        return []
+    return sorted(p for p in paths if ".so" in os.path.basename(p))
+
+
+_blas: _OpenBLAS | None = None
+_lock = threading.Lock()
+_active = 0
+_saved: int | None = None
+
+
+def _library() -> _OpenBLAS:
+    global _blas
+    if _blas is None:
+        import numpy.linalg  # noqa: F401  (loads the BLAS library if numpy has not yet)
+        _blas = _OpenBLAS()
+    return _blas
+
+
+def blas_threads(num_threads: int) -> int:
+    """Threads BLAS may use inside a run of a plan with ``num_threads`` (see the module doc)."""
+    return 1
+
+
+def get_blas_threads() -> int | None:
+    """numpy's current BLAS thread count (None when it is not an OpenBLAS we can drive)."""
+    lib = _library()
+    return None if lib.get is None else int(lib.get())
+
+
+@contextmanager
+def blas_limit(num_threads: int):
+    """Runs the body with numpy's BLAS at ``blas_threads(num_threads)`` threads (see the module doc)."""
+    global _active, _saved
+    lib = _library()
+    if lib.set is None:
+        yield
+        return
+    with _lock:
+        if _active == 0:
+            want = blas_threads(num_threads)
+            current = int(lib.get())
+            _saved = current if current != want else None
+            if _saved is not None:
+                lib.set(want)
+        _active += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _active -= 1
+            if _active == 0 and _saved is not None:
+                lib.set(_saved)
+                _saved = None
+
+
+def configure_openmp() -> None:
+    """Sets a short OpenMP spin before libgomp is loaded (no effect once it is, or if the user chose)."""
+    if ("OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ
+            and not _loaded_libraries("libgomp")):
+        os.environ["GOMP_SPINCOUNT"] = GOMP_SPINCOUNT
