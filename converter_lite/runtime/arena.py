@@ -12,9 +12,10 @@ value ids they read and write.
    in step order, so chains (``relu(add(x, y))``) keep reusing one buffer.
 2. **Liveness.**  Each buffer lives from the step that first writes it (graph inputs: before the first step)
    to the last step that reads it or any view of it (graph outputs: to the end of the run).
-3. **Offsets.**  Buffers are placed largest first at the lowest 64-byte-aligned offset that does not overlap
-   any already placed buffer whose lifetime intersects (greedy by size; ties keep definition order).  Two
-   buffers share bytes only if their lifetimes are disjoint, which ``check_plan`` verifies.
+3. **Offsets.**  Buffers (with their ``tail``: bytes a reader reserved right after them) are placed largest
+   first at the lowest 64-byte-aligned offset that does not overlap any already placed buffer whose lifetime
+   intersects (greedy by size; ties keep definition order).  Two buffers share bytes only if their
+   lifetimes are disjoint, which ``check_plan`` verifies.
 """
 from __future__ import annotations
 
@@ -82,9 +83,9 @@ def plan_memory(program) -> MemoryPlan:
             r = program.root(v)
             if r is not None:
                 first.setdefault(r, k)
-    roots = [r for r in first if values[r].nbytes > 0]
+    roots = [r for r in first if values[r].nbytes + values[r].tail > 0]
     lifetimes = {r: (first[r], max(last.get(r, first[r]), first[r])) for r in roots}
-    offsets, size = _place(roots, lifetimes, {r: values[r].nbytes for r in roots})
+    offsets, size = _place(roots, lifetimes, {r: values[r].nbytes + values[r].tail for r in roots})
     for r in first:
         offsets.setdefault(r, 0)                   # empty buffers
     return MemoryPlan(size, offsets, lifetimes, inplace)
@@ -126,7 +127,8 @@ def _place(roots: list[int], life: dict[int, tuple[int, int]], size: dict[int, i
 
 def check_plan(program, plan: MemoryPlan) -> None:
     """Asserts that no two buffers with intersecting lifetimes share a byte (used by the tests)."""
-    items = [(plan.offsets[r], plan.offsets[r] + program.values[r].nbytes, *plan.lifetimes[r])
+    items = [(plan.offsets[r], plan.offsets[r] + program.values[r].nbytes + program.values[r].tail,
+              *plan.lifetimes[r])
              for r in plan.lifetimes]
     for i, (o1, e1, f1, l1) in enumerate(items):
         for o2, e2, f2, l2 in items[i + 1:]:

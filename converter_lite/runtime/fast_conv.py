@@ -4,8 +4,9 @@ buffer; weights re-viewed (never copied) at load; temporaries in the plan's scra
 Layout (N = 1 per pass; batches loop).  ``xp`` is the input copied into a zero border of the padding (one extra
 row at the end so shifted reads stay inside the buffer).  Then, by geometry:
 
-* **pointwise** (1x1, stride 1, no padding): ``Y[M, HW] = W[M, C] @ X[C, HW]`` directly on the input, bias
-  added in place;
+* **pointwise** (1x1, stride 1, no padding): ``Y[M, HW] = W[M, C] @ X[C, HW]`` directly on the input; the
+  bias comes from a row of ones the plan reserves right after the input's buffer (``W`` packed with the bias
+  as an extra column), or else is added in place;
 * **stride 1, "wide rows"**: output row ``oh`` is computed ``Wp`` (padded width) wide, so for kernel tap
   ``(i, j)`` the inputs of all outputs are ONE contiguous run of ``xp``'s flat plane starting at
   ``i*d*Wp + j*d``: im2col is ``K`` contiguous copies of length ``OH*Wp`` per channel (memcpy speed), the GEMM
@@ -126,7 +127,9 @@ def _conv(ctx: NodeCtx):
     if cg == 1 and m == c:
         plan = _Depthwise(geo, wc, bias, ctx.num_threads)
     else:
-        plan = _Dense(geo, wc, bias, ctx.num_threads)
+        ones = (geo.pointwise and n == 1 and group == 1 and bias is not None
+                and ctx.request_tail(src, h * wd * x.dtype.itemsize))
+        plan = _Dense(geo, wc, bias, ctx.num_threads, ones_tail=ones)
     inputs = (src,) + tuple(ctx.ins[1:])
     return Impl(bind=plan.bind, workspace=plan.workspace, inputs=inputs,
                 absorbed=(pad_node.name,) if pad_node is not None else ())
@@ -176,8 +179,8 @@ def _row_blocks(g: _Geo, k_rows: int) -> list[tuple[int, int]]:
 class _Dense:
     """Grouped or plain convolution through im2col + GEMM per group (see the module doc)."""
 
-    def __init__(self, g: _Geo, w: np.ndarray, bias, nt: int):
-        self.g, self.nt = g, nt
+    def __init__(self, g: _Geo, w: np.ndarray, bias, nt: int, ones_tail: bool = False):
+        self.g, self.nt, self.ones_tail = g, nt, ones_tail
         gr = g.group
         self.cg, self.mg = g.c // gr, g.m // gr
         self.k = self.cg * g.taps
@@ -185,7 +188,7 @@ class _Dense:
         self.bias = None if bias is None else np.asarray(bias).reshape(gr, self.mg)
         self.blocks = _row_blocks(g, self.k + 1)
         rmax = max(r1 - r0 for r0, r1 in self.blocks)
-        if not g.pointwise and not g.wide and self.bias is not None:       # ones row: the GEMM adds the bias
+        if (ones_tail or not g.wide) and self.bias is not None:            # ones row: the GEMM adds the bias
             self.w2 = np.concatenate([self.w2, self.bias[:, :, None]], axis=2)
         self.kk = self.w2.shape[2]
         self.cols_shape = (self.kk, rmax * g.row_len())
@@ -239,6 +242,18 @@ class _Dense:
 
     def _pointwise(self, x, y, bias):
         g, nt, parts = self.g, self.nt, []
+        if self.ones_tail:                   # X and the row of ones reserved after it: [C + 1, HW]
+            hw = g.h * g.w
+            xa = as_strided(x, (g.c + 1, hw), (hw * g.item, g.item))
+            ones = xa[g.c]
+            yv = y.reshape(g.m, hw)
+            parts = [partial(np.matmul, self.w2[0, m0:m1], xa, out=yv[m0:m1]) for m0, m1 in split_rows(g.m, nt, 8)]
+            gemm = parallel_calls(parts, nt)
+
+            def run():
+                ones.fill(1)
+                gemm()
+            return run
         for n in range(g.n):
             for gi in range(g.group):
                 xg = x[n, gi * self.cg:(gi + 1) * self.cg].reshape(self.cg, g.h * g.w)

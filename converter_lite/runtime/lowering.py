@@ -39,6 +39,7 @@ class PValue:
     const: np.ndarray | None = None
     base: int | None = None           # a view of this value ...
     offset: int = 0                   # ... starting this many bytes into it
+    tail: int = 0                     # bytes reserved right after a buffer for one reader's use (see NodeCtx)
 
     @property
     def nbytes(self) -> int:
@@ -145,6 +146,16 @@ class NodeCtx:
 
     def out(self, k: int = 0) -> PValue:
         return self.prog.values[self.outs[k]]
+
+    def request_tail(self, vid: int, nbytes: int) -> bool:
+        """Reserves ``nbytes`` of arena right after value ``vid``'s bytes, for the step to fill and read on each
+        run (e.g. a row of ones that makes a GEMM add the bias).  Granted (True) when the value is a whole
+        arena buffer; the step then reaches the bytes with a view past the value's end."""
+        if vid is None or not self.prog.is_buffer(vid):
+            return False
+        v = self.prog.values[vid]
+        v.tail = max(v.tail, nbytes)
+        return True
 
     def producer(self, i: int) -> tuple[Node, tuple] | None:
         vid = self.ins[i] if i < len(self.ins) else None
