@@ -216,6 +216,7 @@ class _GraphImporter:
                                                          "by any node")
             outputs.append(self.env[vi.name])
         self.graph.outputs = outputs
+        _check_declared_outputs(g, outputs, self.where)
         self.graph.metadata["onnx_opset"] = str(self.opset)
         self.graph.metadata["producer"] = f"{self.proto.producer_name} {self.proto.producer_version}".strip()
         remove_dead_nodes(self.graph)
@@ -262,8 +263,18 @@ class _GraphImporter:
 
     def _toposorted(self, g) -> list:
         """ONNX requires topological order, but not every exporter complies: sort (and detect cycles)."""
-        produced = {o: i for i, n in enumerate(g.node) for o in n.output if o}
         known = set(self.env)
+        produced: dict[str, int] = {}
+        for i, n in enumerate(g.node):          # SSA: each tensor has one producer
+            for o in n.output:
+                if not o:
+                    continue
+                if o in produced or o in known:
+                    first = (f"node {g.node[produced[o]].name or g.node[produced[o]].op_type!r}" if o in produced
+                             else "a graph input or initializer")
+                    raise ConverterError(RET_GRAPH_FILE_ERR, f"{self.where}: tensor {o!r} is produced twice: by "
+                                                             f"{first} and by node {n.name or n.op_type!r}")
+                produced[o] = i
         order, state = [], {}
         for root in range(len(g.node)):
             stack = [(root, False)]
@@ -337,6 +348,26 @@ class _GraphImporter:
                 if v.name != o and v.name not in self.env:
                     v.name = o      # values emitted by an upgrade keep the ONNX tensor name
                 self.env[o] = v
+
+
+def _check_declared_outputs(g, outputs: list[Value], where: str) -> None:
+    """A graph output whose declared element type or static dims contradict what its node computes is a broken
+    model (-500): converting it would silently change the model's interface."""
+    for vi, v in zip(g.output, outputs):
+        if v.type is None or not vi.type.HasField("tensor_type"):
+            continue
+        tt = vi.type.tensor_type
+        if tt.elem_type and tt.elem_type != int(v.type.dtype):
+            raise ConverterError(RET_INFER_ERR, f"{where}: graph output {vi.name!r} is declared as element type "
+                                                f"{tt.elem_type}, but it is computed as {v.type.dtype.name}")
+        if not tt.HasField("shape") or not v.type.is_static:
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        shape = list(v.type.shape)
+        if len(dims) != len(shape) or any(d is not None and d != s for d, s in zip(dims, shape)):
+            declared = [d if d is not None else "?" for d in dims]
+            raise ConverterError(RET_INFER_ERR, f"{where}: graph output {vi.name!r} is declared with shape "
+                                                f"{declared}, but it is computed with shape {shape}")
 
 
 def _if_branch(importer: "_GraphImporter", n, attrs: dict, where: str) -> None:

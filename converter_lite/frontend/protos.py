@@ -111,8 +111,10 @@ def value_info_type(vi: onnx.ValueInfoProto, where: str):
     try:
         dtype = DType(tt.elem_type)
     except ValueError:
+        name = onnx.TensorProto.DataType.Name(tt.elem_type).lower() \
+            if tt.elem_type in onnx.TensorProto.DataType.values() else "unknown"
         raise ConverterError(RET_GRAPH_FILE_ERR, f"{where}: {vi.name!r} has unsupported element type "
-                                                 f"{tt.elem_type}") from None
+                                                 f"{name} ({tt.elem_type})") from None
     if not tt.HasField("shape"):
         return dtype, None
     dims = []
