@@ -6,10 +6,12 @@ user errors never print a traceback.
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
+from ..errors import RET_INPUT_PARAM_INVALID
 from .benchmark_core import BenchmarkOptions, run_benchmark
 
 
@@ -31,7 +33,24 @@ class _MsBool(click.ParamType):
 MS_BOOL = _MsBool()
 
 
-@click.command(name="benchmark", context_settings={"help_option_names": ["--help", "-h"]})
+class _Command(click.Command):
+    """A usage error (unknown flag, bad flag value) also ends with MindSpore's failure line and exit status 1,
+    like every other failure, instead of click's exit status 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        args = sys.argv[1:] if args is None else list(args)
+        try:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as e:
+            e.show()
+            model = next((a.split("=", 1)[1] for a in args if a.startswith("--modelFile=")), "")
+            click.echo(f"Run Benchmark {os.path.basename(model)} Failed : {RET_INPUT_PARAM_INVALID}", err=True)
+            sys.exit(1)
+        except click.Abort:
+            sys.exit(1)
+
+
+@click.command(name="benchmark", cls=_Command, context_settings={"help_option_names": ["--help", "-h"]})
 @click.option("--modelFile", "model_file", metavar="PATH", help="The .ms model to run (required).")
 @click.option("--inDataFile", "in_data_file", metavar="a.bin,b.bin",
               help="Input data: raw little-endian files (one per input, in input order), .npy files, or one "

@@ -95,6 +95,11 @@ def run_benchmark(opts: BenchmarkOptions, out: Printer = print, err: Printer = _
         err(msg)
         code = RET_ERROR
         report["error"] = msg
+    except MemoryError as e:            # e.g. huge declared dims: a clean failure, not a traceback
+        msg = f"out of memory running {name}: {e}"
+        err(msg)
+        code = RET_ERROR
+        report["error"] = msg
     if code == 0:
         out(f"Run Benchmark {name} Success.")
     else:

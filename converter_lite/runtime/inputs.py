@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import RET_INPUT_PARAM_INVALID, ConverterError
+from ..errors import RET_ERROR, RET_INPUT_PARAM_INVALID, ConverterError
 from ..ir.core import TensorType, Value
 from ..ir.dtype import DType
 
@@ -34,7 +34,11 @@ def random_inputs(model, seed: int = 0) -> dict[str, np.ndarray]:
     for value in model.graph.inputs:
         t: TensorType = value.type
         low, high = ranges.get(value.name) or _default_range(value)
-        feeds[value.name] = random_array(rng, t, low, high)
+        try:
+            feeds[value.name] = random_array(rng, t, low, high)
+        except MemoryError as e:        # e.g. a declared dim of 10**12: fail cleanly, naming the input
+            raise ConverterError(RET_ERROR, f"input {value.name!r} ({t}) is too large to allocate on this host: "
+                                            f"{e}") from None
     return feeds
 
 

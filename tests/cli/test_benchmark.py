@@ -257,7 +257,8 @@ def test_bad_calibration_file(chain_ms, tmp_path):
 
 def test_bad_bool_value(chain_ms):
     r = bench(f"--modelFile={chain_ms}", "--timeProfiling=maybe")
-    assert r.exit_code == 2 and "not true or false" in r.output
+    assert r.exit_code == 1 and "not true or false" in r.output
+    assert r.stderr.strip().splitlines()[-1] == "Run Benchmark chain.ms Failed : -600"
 
 
 def test_console_script(chain_ms):
