@@ -95,6 +95,17 @@ def _slice_bound(g: GraphMaker, d: int) -> int:
     return INT64_MAX if k == 6 else INT64_MIN if k == 7 else g.int_(-d - 2, d + 2)
 
 
+def slice_len(d: int, start: int, end: int, step: int) -> int:
+    """Output length of ONNX Slice on a dim of size ``d`` (negative indices count from the end; for negative
+    steps start is clamped to [0, d-1] and end to [-1, d-1], which is not Python's rule for start < -d)."""
+    start, end = start + d if start < 0 else start, end + d if end < 0 else end
+    if step > 0:
+        start, end = min(max(start, 0), d), min(max(end, 0), d)
+        return max(0, -(-(end - start) // step))
+    start, end = min(max(start, 0), d - 1), min(max(end, -1), d - 1)
+    return max(0, -(-(start - end) // -step))
+
+
 def slice_(g: GraphMaker):
     x = g.pick(lambda t: t.rank >= 1)
     if x is None:
@@ -104,10 +115,12 @@ def slice_(g: GraphMaker):
     for a in axes:
         d, step = x.shape[a], g.choice([1, 2, -1, 3, -2])
         start, end = _slice_bound(g, d), _slice_bound(g, d)
-        n = len(range(d)[slice(start, end, step)])
+        if end == INT64_MAX and step < 0:
+            end = INT64_MIN         # onnxruntime reads INT64_MAX as "to the far end" for negative steps too
+        n = slice_len(d, start, end, step)
         if n == 0 and not g.allow_empty:
             start, end = (0, INT64_MAX) if step > 0 else (-1, INT64_MIN)
-            n = len(range(d)[slice(start, end, step)])
+            n = slice_len(d, start, end, step)
         shape[a] = n
         starts.append(start)
         ends.append(end)
