@@ -69,6 +69,7 @@ def plan_memory(program) -> MemoryPlan:
                 continue
             r = program.root(vid)
             program.make_view(out, vid, 0)
+            values[r].tail, ov.tail = max(values[r].tail, ov.tail), 0     # same bytes, same end
             inplace[out] = vid
             last[r] = max(last.get(r, k), last.pop(out, k))
             break
@@ -126,7 +127,11 @@ def _place(roots: list[int], life: dict[int, tuple[int, int]], size: dict[int, i
 
 
 def check_plan(program, plan: MemoryPlan) -> None:
-    """Asserts that no two buffers with intersecting lifetimes share a byte (used by the tests)."""
+    """Asserts that no two buffers with intersecting lifetimes share a byte and that reserved tails sit on
+    buffers, not on views (used by the tests)."""
+    for vid, v in enumerate(program.values):
+        if v.tail and program.root(vid) != vid:
+            raise AssertionError(f"value {v.name!r} has a tail but is a view: the bytes after it are not its own")
     items = [(plan.offsets[r], plan.offsets[r] + program.values[r].nbytes + program.values[r].tail,
               *plan.lifetimes[r])
              for r in plan.lifetimes]

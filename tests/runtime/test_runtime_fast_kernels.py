@@ -266,3 +266,24 @@ def test_pad_before_conv_is_absorbed(rng):
     assert plan.kernels[0].source_nodes == ("pad", "conv")
     xv = arr(rng, 1, 3, 8, 8)
     np.testing.assert_allclose(plan.execute([xv])[0], eval_graph(g, [xv])[0], rtol=1e-5, atol=1e-5)
+
+
+def test_ones_row_after_an_in_place_input(rng):
+    """1x1 Conv -> Relu (in place) -> 1x1 Conv with bias: the second Conv's row of ones lives after the buffer
+    that the Relu wrote over, and never overlaps another live buffer."""
+    from converter_lite.runtime.arena import check_plan
+
+    x = Value("x", TensorType(DType.float32, (1, 4, 5, 5)))
+    w1, b1 = Value("w1", const=arr(rng, 6, 4, 1, 1)), Value("b1", const=arr(rng, 6))
+    w2, b2 = Value("w2", const=arr(rng, 3, 6, 1, 1)), Value("b2", const=arr(rng, 3))
+    y1, r1 = Value("y1", TensorType(DType.float32, (1, 6, 5, 5))), Value("r1", TensorType(DType.float32, (1, 6, 5, 5)))
+    y2, z = Value("y2", TensorType(DType.float32, (1, 3, 5, 5))), Value("z", TensorType(DType.float32, (1, 3, 5, 5)))
+    g = Graph("g", [x], [z, y1], [Node("Conv", [x, w1, b1], [y1], name="c1"), Node("Relu", [y1], [r1], name="r"),
+                                  Node("Conv", [r1, w2, b2], [y2], name="c2"), Node("Neg", [y2], [z], name="n")])
+    g.outputs = [z]
+    plan = Plan(g)
+    check_plan(plan.program, plan.memory)
+    assert any(v.tail for v in plan.program.values)
+    xv = arr(rng, 1, 4, 5, 5)
+    for _ in range(2):
+        np.testing.assert_allclose(plan.execute([xv])[0], eval_graph(g, [xv])[0], rtol=1e-5, atol=1e-5)
