@@ -60,8 +60,8 @@ def erf(x: np.ndarray) -> np.ndarray:
     """erf of a float64 array (see the module docstring).  erf is odd in every region, so it is computed on
     ``|x|`` and the sign of ``x`` is copied at the end (``erf(-0.0) = -0.0``, ``erf(nan) = nan``)."""
     x = np.asarray(x, np.float64)
-    if x.ndim == 0:
-        return erf(x.reshape(1)).reshape(())
+    if x.ndim != 1:                               # flat index arrays: fancy indexing stays cheap
+        return erf(x.reshape(-1)).reshape(x.shape)
     ax = np.abs(x)
     out = np.ones_like(ax)                       # |x| >= 6
     out[np.isnan(ax)] = np.nan
