@@ -12,7 +12,7 @@ and asks the emitter ``em`` for the input element there:
     Reshape/Flatten/Squeeze/Unsqueeze   same linear offset (coordinates kept when only size-1 dims change)
     Expand                              numpy broadcasting: size-1 input dims read coordinate 0
     Transpose(perm)                     in[perm[i]] = out[i]
-    Slice(starts, ends, axes, steps)    in[a] = start[a] + out[a] * step[a]      (numpy slicing clamps)
+    Slice(starts, ends, axes, steps)    in[a] = start[a] + out[a] * step[a]      (ONNX clamping)
     Concat(axis), Split(axis, split)    the input whose range along ``axis`` holds the coordinate
     Tile(repeats)                       in[a] = out[a] mod in_dim[a]
     Pad(pads, constant_value, axes)     constant (select), edge (clamp), reflect (mirror), wrap (modulo)
@@ -171,7 +171,7 @@ def _const_ints(v: Value | None) -> list[int] | None:
 
 
 def slice_params(node: Node) -> list[tuple[int, int]]:
-    """(start, step) per input axis of a Slice with constant starts/ends/axes/steps (numpy clamping)."""
+    """(start, step) per input axis of a Slice with constant starts/ends/axes/steps (ONNX clamping)."""
     shape = node.inputs[0].shape
     starts = _const_ints(node.inputs[1])
     ends = _const_ints(node.inputs[2])
@@ -181,8 +181,11 @@ def slice_params(node: Node) -> list[tuple[int, int]]:
     params = [(0, 1)] * len(shape)
     for s, e, a, st in zip(starts, ends, axes, steps):
         a = a % len(shape)
-        start, _stop, step = slice(s, e, st).indices(shape[a])
-        params[a] = (start, step)
+        dim = shape[a]
+        s = s + dim if s < 0 else s
+        # ONNX clamps start to [0, dim] (positive step) or [0, dim - 1] (negative step); Python's slice.indices
+        # gives -1 for start < -dim with a negative step, which read out of bounds
+        params[a] = (min(max(s, 0), dim if st > 0 else dim - 1), st)
     return params
 
 
