@@ -16,8 +16,8 @@ row at the end so shifted reads stay inside the buffer).  Then, by geometry:
 * **depthwise** (group = C = M): the same column layouts per channel and a batched ``[1, kh*kw] @ [kh*kw, L]``
   product per channel (no cross-channel GEMM to share).
 
-Groups 1 < g < C run the dense path per group.  Work is split over ``num_threads`` by channel blocks (padding,
-im2col, depthwise) and by output-channel blocks (GEMM, crop); the im2col workspace is bounded by processing the
+Groups 1 < g < C run the dense path per group.  Bound for several threads, the work is split by channel
+blocks (padding, im2col, depthwise) and by output-channel blocks (GEMM, crop); the im2col workspace is bounded by processing the
 output rows in blocks (``COLS_LIMIT``).  A ``Pad`` (constant 0, spatial axes only) feeding the Conv is
 absorbed into its padding.  Only float32/float64, 2-D, constant weights; else the reference kernel runs.
 """
@@ -125,11 +125,11 @@ def _conv(ctx: NodeCtx):
         return None
     geo = _Geo(n, c, h, wd, m, group, kh, kw, win.strides, win.dilations, pads, tuple(win.out), x.dtype)
     if cg == 1 and m == c:
-        plan = _Depthwise(geo, wc, bias, ctx.num_threads)
+        plan = _Depthwise(geo, wc, bias)
     else:
         ones = (geo.pointwise and n == 1 and group == 1 and bias is not None
                 and ctx.request_tail(src, h * wd * x.dtype.itemsize))
-        plan = _Dense(geo, wc, bias, ctx.num_threads, ones_tail=ones)
+        plan = _Dense(geo, wc, bias, ones_tail=ones)
     inputs = (src,) + tuple(ctx.ins[1:])
     return Impl(bind=plan.bind, workspace=plan.workspace, inputs=inputs,
                 absorbed=(pad_node.name,) if pad_node is not None else ())
@@ -179,8 +179,8 @@ def _row_blocks(g: _Geo, k_rows: int) -> list[tuple[int, int]]:
 class _Dense:
     """Grouped or plain convolution through im2col + GEMM per group (see the module doc)."""
 
-    def __init__(self, g: _Geo, w: np.ndarray, bias, nt: int, ones_tail: bool = False):
-        self.g, self.nt, self.ones_tail = g, nt, ones_tail
+    def __init__(self, g: _Geo, w: np.ndarray, bias, ones_tail: bool = False):
+        self.g, self.ones_tail = g, ones_tail
         gr = g.group
         self.cg, self.mg = g.c // gr, g.m // gr
         self.k = self.cg * g.taps
@@ -199,27 +199,26 @@ class _Dense:
                 need += _nbytes((self.mg, rmax * g.wp), g.dtype)
         self.workspace = need + 3 * 64
 
-    def bind(self, ins, outs, ws):
+    def bind(self, ins, outs, ws, nt=1):
         g, x, y, bias = self.g, ins[0], outs[0], self.bias
         if g.pointwise:
-            return self._pointwise(x, y, bias)
+            return self._pointwise(x, y, bias, nt)
         xp, at = _carve(ws, 0, g.xp_shape(g.c), g.dtype)
         cols, at = _carve(ws, at, (int(np.prod(self.cols_shape)),), g.dtype)
         yw = _carve(ws, at, (self.mg * self.cols_shape[1],), g.dtype)[0] if g.wide else None
         padder = Padder(xp, g.pads, g.h, g.w, 0)
         steps = []
         for n in range(g.n):
-            steps.append(parallel_calls([padder.part(c0, c1, x[n]) for c0, c1 in split_rows(g.c, self.nt, 1)],
-                                        self.nt))
+            steps.append(parallel_calls([padder.part(c0, c1, x[n]) for c0, c1 in split_rows(g.c, nt, 1)], nt))
             for gi in range(g.group):
                 xg = xp[gi * self.cg:(gi + 1) * self.cg]
                 yg = y[n, gi * self.mg:(gi + 1) * self.mg]
                 for r0, r1 in self.blocks:
-                    steps.append(self._block(xg, yg, gi, r0, r1, cols, yw, bias))
+                    steps.append(self._block(xg, yg, gi, r0, r1, cols, yw, bias, nt))
         return _sequence(steps)
 
-    def _block(self, xg, yg, gi, r0, r1, cols, yw, bias):
-        g, nt = self.g, self.nt
+    def _block(self, xg, yg, gi, r0, r1, cols, yw, bias, nt):
+        g = self.g
         view = _cols_view(g, xg, r0, r1)
         k, length = self.k, int(np.prod(view.shape[3:]))
         cols_b = cols[:self.kk * length].reshape(self.kk, length)
@@ -240,8 +239,8 @@ class _Dense:
             parts = [partial(np.matmul, w2[m0:m1], cols_b, out=out[m0:m1]) for m0, m1 in split_rows(self.mg, nt, 8)]
         return _sequence([parallel_calls(copies, nt), parallel_calls(parts, nt)])
 
-    def _pointwise(self, x, y, bias):
-        g, nt, parts = self.g, self.nt, []
+    def _pointwise(self, x, y, bias, nt):
+        g, parts = self.g, []
         if self.ones_tail:                   # X and the row of ones reserved after it: [C + 1, HW]
             hw = g.h * g.w
             xa = as_strided(x, (g.c + 1, hw), (hw * g.item, g.item))
@@ -285,8 +284,8 @@ def _gemm_bias(w, x, out, b):
 class _Depthwise:
     """group = C = M: per channel, columns [kh*kw, L] and a [1, kh*kw] @ [kh*kw, L] product."""
 
-    def __init__(self, g: _Geo, w: np.ndarray, bias, nt: int):
-        self.g, self.nt = g, nt
+    def __init__(self, g: _Geo, w: np.ndarray, bias):
+        self.g = g
         self.w3 = w.reshape(g.c, 1, g.taps)
         self.bias = None if bias is None else np.asarray(bias).reshape(g.c, 1, 1)
         self.L = g.oh * g.row_len()
@@ -294,14 +293,13 @@ class _Depthwise:
         self.workspace = (_nbytes(g.xp_shape(g.c), g.dtype) + _nbytes((self.cb, g.taps, self.L), g.dtype)
                           + _nbytes((self.cb, 1, self.L), g.dtype) + 3 * 64)
 
-    def bind(self, ins, outs, ws):
+    def bind(self, ins, outs, ws, nt=1):
         g, x, y, bias = self.g, ins[0], outs[0], self.bias
         xp, at = _carve(ws, 0, g.xp_shape(g.c), g.dtype)
         cols, at = _carve(ws, at, (self.cb, g.taps, self.L), g.dtype)
         yw, _ = _carve(ws, at, (self.cb, 1, self.L), g.dtype)
         padder = Padder(xp, g.pads, g.h, g.w, 0)
         steps = []
-        nt = self.nt
         for n in range(g.n):
             for c0 in range(0, g.c, self.cb):
                 c1 = min(c0 + self.cb, g.c)

@@ -67,7 +67,7 @@ def _cast(ctx: NodeCtx):
     # int/float -> float and int -> wider int are plain numpy casts in the reference (cast_to)
     if y.dtype.kind == "f" and x.dtype.kind in "iuf" and y.dtype != np.float16 or \
             (x.dtype.kind in "iu" and y.dtype.kind in "iu" and y.dtype.itemsize >= x.dtype.itemsize):
-        return Impl(bind=lambda ins, outs, ws: partial(np.copyto, outs[0], ins[0], casting="unsafe"))
+        return Impl(bind=lambda ins, outs, ws, nt=1: partial(np.copyto, outs[0], ins[0], casting="unsafe"))
     return None
 
 
@@ -77,7 +77,7 @@ def _expand(ctx: NodeCtx):
         return None
     if x.shape == y.shape:
         return ViewOf(((0, 0),))
-    return Impl(bind=lambda ins, outs, ws: partial(np.copyto, outs[0], ins[0]))
+    return Impl(bind=lambda ins, outs, ws, nt=1: partial(np.copyto, outs[0], ins[0]))
 
 
 def _contiguous_offset(in_shape, slices, out_shape, itemsize: int) -> int | None:
@@ -114,7 +114,7 @@ def _slice(ctx: NodeCtx):
         off = _contiguous_offset(x.shape, slices, shape, x.dtype.itemsize)
         if off is not None:
             return ViewOf(((0, off),))
-    return Impl(bind=lambda ins, outs, ws: partial(np.copyto, outs[0], ins[0][slices]))
+    return Impl(bind=lambda ins, outs, ws, nt=1: partial(np.copyto, outs[0], ins[0][slices]))
 
 
 def _split(ctx: NodeCtx):
@@ -136,7 +136,7 @@ def _split(ctx: NodeCtx):
     if all(o is not None for o in offs):
         return ViewOf(tuple((0, o) for o in offs))
 
-    def bind(ins, outs, ws):
+    def bind(ins, outs, ws, nt=1):
         copies = [partial(np.copyto, o, ins[0][p]) for o, p in zip(outs, parts)]
 
         def run():
@@ -154,7 +154,7 @@ def _transpose(ctx: NodeCtx):
         return None
     if tuple(ctx.shape(0)[p] for p in perm) != ctx.out().shape or ctx.dtype(0) != ctx.out().dtype:
         return None
-    return Impl(bind=lambda ins, outs, ws: partial(np.copyto, outs[0], ins[0].transpose(perm)))
+    return Impl(bind=lambda ins, outs, ws, nt=1: partial(np.copyto, outs[0], ins[0].transpose(perm)))
 
 
 def _concat(ctx: NodeCtx):
@@ -168,7 +168,7 @@ def _concat(ctx: NodeCtx):
     if any(len(sh) != len(want) or any(a != b for j, (a, b) in enumerate(zip(sh, want)) if j != axis)
            for sh in shapes) or tuple(want) != ctx.out().shape:
         return None
-    return Impl(bind=lambda ins, outs, ws: partial(np.concatenate, [a for a in ins if a is not None],
+    return Impl(bind=lambda ins, outs, ws, nt=1: partial(np.concatenate, [a for a in ins if a is not None],
                                                    axis=axis, out=outs[0]))
 
 
@@ -185,10 +185,10 @@ def _gather(ctx: NodeCtx):
         if const.size and (const.min() < -dim or const.max() >= dim):
             return None                                   # the reference kernel reports the error
         fixed = np.where(const < 0, const + dim, const).astype(np.intp)
-        return Impl(bind=lambda ins, outs, ws: partial(np.take, ins[0], fixed, axis=axis, out=outs[0],
+        return Impl(bind=lambda ins, outs, ws, nt=1: partial(np.take, ins[0], fixed, axis=axis, out=outs[0],
                                                        mode="clip"))
 
-    def bind(ins, outs, ws):
+    def bind(ins, outs, ws, nt=1):
         data, ids, out = ins[0], ins[1], outs[0]
         take = partial(np.take, data, ids, axis=axis, out=out, mode="wrap")
 
@@ -214,7 +214,7 @@ def _unary(ufunc):
     def factory(ctx: NodeCtx):
         if not _same_dtype(ctx, (0,), "iuf" if ctx.node.op in INT_OK else "f"):
             return None
-        return Impl(bind=lambda ins, outs, ws: partial(ufunc, ins[0], out=outs[0]), inplace=(0,))
+        return Impl(bind=lambda ins, outs, ws, nt=1: partial(ufunc, ins[0], out=outs[0]), inplace=(0,))
     return factory
 
 
@@ -222,7 +222,7 @@ def _binary(ufunc):
     def factory(ctx: NodeCtx):
         if not _same_dtype(ctx, (0, 1), "iuf" if ctx.node.op in INT_OK else "f"):
             return None
-        return Impl(bind=lambda ins, outs, ws: partial(ufunc, ins[0], ins[1], out=outs[0]), inplace=(0, 1))
+        return Impl(bind=lambda ins, outs, ws, nt=1: partial(ufunc, ins[0], ins[1], out=outs[0]), inplace=(0, 1))
     return factory
 
 
@@ -231,21 +231,21 @@ def _compare(ufunc):
         if ctx.dtype(0) != ctx.dtype(1) or ctx.dtype(0).kind not in "iufb" or ctx.out().dtype != np.bool_ \
                 or not _broadcasts_to(ctx, (0, 1)):
             return None
-        return Impl(bind=lambda ins, outs, ws: partial(ufunc, ins[0], ins[1], out=outs[0]))
+        return Impl(bind=lambda ins, outs, ws, nt=1: partial(ufunc, ins[0], ins[1], out=outs[0]))
     return factory
 
 
 def _relu(ctx: NodeCtx):
     if not _same_dtype(ctx, (0,), "iuf"):
         return None
-    return Impl(bind=lambda ins, outs, ws: partial(np.maximum, ins[0], 0, out=outs[0]), inplace=(0,))
+    return Impl(bind=lambda ins, outs, ws, nt=1: partial(np.maximum, ins[0], 0, out=outs[0]), inplace=(0,))
 
 
 def _minmax(ufunc):
     def factory(ctx: NodeCtx):
         if len(ctx.ins) != 2 or not _same_dtype(ctx, (0, 1)):
             return None
-        return Impl(bind=lambda ins, outs, ws: partial(ufunc, ins[0], ins[1], out=outs[0]), inplace=(0, 1))
+        return Impl(bind=lambda ins, outs, ws, nt=1: partial(ufunc, ins[0], ins[1], out=outs[0]), inplace=(0, 1))
     return factory
 
 
@@ -262,7 +262,7 @@ def _clip(ctx: NodeCtx):
             return None
         bounds.append((fn, np.asarray(c).reshape(()).astype(dt)))
 
-    def bind(ins, outs, ws):
+    def bind(ins, outs, ws, nt=1):
         x, o = ins[0], outs[0]
         if not bounds:
             return partial(np.copyto, o, x)
@@ -280,7 +280,7 @@ def _where(ctx: NodeCtx):
             or not _broadcasts_to(ctx, (0, 1, 2)):
         return None
 
-    def bind(ins, outs, ws):
+    def bind(ins, outs, ws, nt=1):
         c, x, y, o = ins[0], ins[1], ins[2], outs[0]
 
         def run():
@@ -297,7 +297,7 @@ def _sigmoid(ctx: NodeCtx):
     y = ctx.out()
     n = int(np.prod(y.shape))
 
-    def bind(ins, outs, ws):
+    def bind(ins, outs, ws, nt=1):
         x, o = ins[0], outs[0]
         e = ws[:y.nbytes].view(y.dtype).reshape(y.shape)
         neg = ws[y.nbytes:y.nbytes + n].view(np.bool_).reshape(y.shape)
@@ -318,7 +318,7 @@ def _sigmoid(ctx: NodeCtx):
 def _erf(ctx: NodeCtx):
     if not _same_dtype(ctx, (0,)) or ctx.dtype(0) != np.float32:
         return None
-    return Impl(bind=lambda ins, outs, ws: lambda: np.copyto(outs[0], erf_math.erf(ins[0]), casting="unsafe"),
+    return Impl(bind=lambda ins, outs, ws, nt=1: lambda: np.copyto(outs[0], erf_math.erf(ins[0]), casting="unsafe"),
                 inplace=(0,))
 
 

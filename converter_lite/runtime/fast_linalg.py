@@ -8,8 +8,8 @@
   copied, at load or at run time); then ``* alpha`` and ``+ C`` (``* beta`` pre-applied to a constant C) in
   place, the reference kernel's order of operations.
 
-Large products are split by rows across ``parallel.pool(num_threads)`` (each part a BLAS call on its rows,
-written into its rows of the output).  Only float32/float64; other dtypes use the reference kernels.
+Large products are split by rows across the thread team (``parallel.row_parallel``: each part a BLAS call
+on its rows, written into its rows of the output) when the plan binds them for several threads.  Only float32/float64; other dtypes use the reference kernels.
 """
 from __future__ import annotations
 
@@ -34,15 +34,14 @@ def _matmul(ctx: NodeCtx):
             return None
     except KernelError:
         return None
-    nt = ctx.num_threads
     if len(a.shape) >= 2 and len(b.shape) == 2:
         rows, k, n = int(np.prod(a.shape[:-1])), a.shape[-1], b.shape[1]
 
-        def bind(ins, outs, ws):
+        def bind(ins, outs, ws, nt=1):
             a2, o2 = ins[0].reshape(rows, k), outs[0].reshape(rows, n)
             return row_parallel(np.matmul, a2, ins[1], o2, rows * k * n, nt)
         return Impl(bind=bind)
-    return Impl(bind=lambda ins, outs, ws: partial(np.matmul, ins[0], ins[1], out=outs[0]))
+    return Impl(bind=lambda ins, outs, ws, nt=1: partial(np.matmul, ins[0], ins[1], out=outs[0]))
 
 
 def _gemm(ctx: NodeCtx):
@@ -69,9 +68,8 @@ def _gemm(ctx: NodeCtx):
                 return None
         except ValueError:
             return None
-    nt = ctx.num_threads
 
-    def bind(ins, outs, ws):
+    def bind(ins, outs, ws, nt=1):
         at = ins[0].T if ta else ins[0]
         bt = ins[1].T if tb else ins[1]
         o = outs[0]

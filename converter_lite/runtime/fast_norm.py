@@ -26,7 +26,7 @@ def _softmax(ctx: NodeCtx):
     axis = normalize_axis(ctx.attrs.get("axis", -1), len(x.shape))
     red = tuple(1 if i == axis else d for i, d in enumerate(x.shape))
 
-    def bind(ins, outs, ws):
+    def bind(ins, outs, ws, nt=1):
         xi, o = ins[0], outs[0]
         m, _ = _carve(ws, 0, red, x.dtype)
 
@@ -53,7 +53,7 @@ def _layer_norm(ctx: NodeCtx):
     eps = np.asarray(float(ctx.attrs.get("epsilon", 1e-5)), x.dtype)
     has_bias = ctx.value(2) is not None
 
-    def bind(ins, outs, ws):
+    def bind(ins, outs, ws, nt=1):
         xi, scale, bias, o = ins[0], ins[1], ins[2] if has_bias else None, outs[0]
         mean, at = _carve(ws, 0, red, x.dtype)
         var, at = _carve(ws, at, red, x.dtype)

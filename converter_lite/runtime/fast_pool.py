@@ -71,9 +71,8 @@ def _pool(kind: str):
         if kind == "avg":
             from ..ops.nn_pool import _axis_counts
             count = _axis_counts(win, x.shape[2:], bool(ctx.attrs.get("count_include_pad", 0))).astype(x.dtype)
-        nt = ctx.num_threads
 
-        def bind(ins, outs, ws):
+        def bind(ins, outs, ws, nt=1):
             xp = ws[:c * hp * wp * x.dtype.itemsize].view(x.dtype).reshape(c, hp, wp)
             padder = Padder(xp, pads, x.shape[2], x.shape[3], fill)
             steps = []
@@ -129,7 +128,7 @@ def _global_avg(ctx: NodeCtx):
     if x.dtype not in FLOATS or len(x.shape) < 3 or ctx.out().dtype != x.dtype:
         return None
     axes = tuple(range(2, len(x.shape)))
-    return Impl(bind=lambda ins, outs, ws: partial(np.mean, ins[0], axis=axes, keepdims=True, out=outs[0]))
+    return Impl(bind=lambda ins, outs, ws, nt=1: partial(np.mean, ins[0], axis=axes, keepdims=True, out=outs[0]))
 
 
 def _pad(ctx: NodeCtx):
@@ -150,7 +149,7 @@ def _pad(ctx: NodeCtx):
     value = 0 if cv is None or cv.size == 0 else cv.reshape(-1)[0].item()
     inner = tuple(slice(b, b + d) for (b, _), d in zip(amounts, x.shape))
 
-    def bind(ins, outs, ws):
+    def bind(ins, outs, ws, nt=1):
         o = outs[0]
         interior = o[inner]
         borders = []

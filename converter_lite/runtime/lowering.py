@@ -52,8 +52,8 @@ class PValue:
 
 @dataclass
 class Impl:
-    """How a step runs.  ``bind(ins, outs, scratch) -> run()`` pre-binds arrays (static steps); ``call(ins) ->
-    outs`` computes fresh arrays (reference kernels, dynamic shapes).  ``inplace``: input positions whose
+    """How a step runs.  ``bind(ins, outs, scratch, nt) -> run()`` pre-binds arrays (static steps) for a run on
+    ``nt`` threads; ``call(ins) -> outs`` computes fresh arrays (reference kernels, dynamic shapes).  ``inplace``: input positions whose
     storage output 0 may take over (elementwise only).  ``workspace``: scratch bytes needed by ``bind``.
     ``inputs`` overrides the node's inputs (value ids), e.g. a Conv reading the input of a Pad it absorbed."""
     bind: Callable[[list, list, np.ndarray], Callable[[], Any]] | None = None
@@ -321,7 +321,8 @@ def _native_impl(fn) -> Impl:
     """A resolver's kernel: an object with ``bind(ins, outs) -> run()`` (and ``__call__(ins) -> outs``), or a
     plain ``fn(ins) -> outs``."""
     bind = getattr(fn, "bind", None)
-    return Impl(bind=None if bind is None else (lambda ins, outs, scratch: bind(ins, outs)), call=fn, native=True)
+    return Impl(bind=None if bind is None else (lambda ins, outs, scratch, nt=1: bind(ins, outs, nt)), call=fn,
+                native=True)
 
 
 def _drop_dead_steps(prog: Program) -> None:

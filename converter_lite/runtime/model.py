@@ -12,9 +12,11 @@ declared dtypes; outputs preallocated, written in place), or None/KeyError when 
 kernel also has ``bind(inputs, outputs) -> run()`` the plan binds it once to its buffers.  If the library
 object has ``set_num_threads(n)``, it is called with the model's ``num_threads``.
 
-Threads: ``num_threads`` is the thread count of every part of a run: the native kernels' OpenMP team, the
-runtime's own splitting of large GEMMs/convolutions (runtime/parallel.py) and numpy's BLAS, which is held at
-one thread during a run so that the two never oversubscribe the cores (runtime/threads.py).
+Threads: ``num_threads`` bounds every part of a run: the native kernels' OpenMP team and the runtime's own
+splitting of large GEMMs/convolutions (runtime/parallel.py) use at most that many threads, and numpy's BLAS
+is held at one thread during a run so that teams never oversubscribe the cores (runtime/threads.py).  By
+default each run uses 1 or ``num_threads`` threads, whichever recent runs measured faster
+(``adaptive_threads``): a second thread only pays when a core is free.
 
 Thread safety: ``Model.run`` may be called from several threads at once.  The plan's per-run state (arena and
 bound steps) lives in executors taken from a pool for the duration of a run, so concurrent runs never share
@@ -54,7 +56,8 @@ class KernelInfo:
 class Model:
     """A loaded ``.ms`` model.  Build it with ``load``."""
 
-    def __init__(self, loaded: LoadedModel, num_threads: int = 2, native: bool = True):
+    def __init__(self, loaded: LoadedModel, num_threads: int = 2, native: bool = True,
+                 adaptive_threads: bool = True):
         if num_threads < 1:
             raise ConverterError(RET_INPUT_PARAM_INVALID, f"num_threads must be > 0, got {num_threads}")
         self.path = loaded.path
@@ -62,7 +65,7 @@ class Model:
         self.num_threads = num_threads
         self.graph = loaded.graph
         resolve = _native_resolver(loaded, num_threads) if native else None
-        self.plan = Plan(loaded.graph, resolve, num_threads=num_threads)
+        self.plan = Plan(loaded.graph, resolve, num_threads=num_threads, adaptive=adaptive_threads)
         self.input_names: list[str] = [v.name for v in loaded.graph.inputs]
         self.output_names: list[str] = [v.name for v in loaded.graph.outputs]
         self.input_types: list[TensorType] = [v.type for v in loaded.graph.inputs]
@@ -121,18 +124,23 @@ class Model:
                 f"outputs={self.output_names}, kernels={len(self.kernels)})")
 
 
-def load(path: str | os.PathLike, num_threads: int = 2, native: bool = True) -> Model:
+def load(path: str | os.PathLike, num_threads: int = 2, native: bool = True,
+         adaptive_threads: bool = True) -> Model:
     """Loads a ``.ms`` file (memory-mapped) and prepares it for ``run``.
 
     Args:
         path: the model file.
-        num_threads: threads the native kernels may use (> 0).
+        num_threads: the most threads a run uses (> 0): native kernels, the runtime's own splitting of large
+            products; numpy's BLAS stays at one thread.
         native: False runs every kernel with the numpy reference kernels even if native code is present.
+        adaptive_threads: with ``num_threads > 1``, each run uses 1 or ``num_threads`` threads, whichever the
+            recent runs measured faster (runtime/threads.py ``ThreadChooser``); False always uses
+            ``num_threads``.
 
     Raises:
         ConverterError: -200 for an invalid/corrupted file, -300 for an op the runtime lacks.
     """
-    return Model(load_model(path), num_threads=num_threads, native=native)
+    return Model(load_model(path), num_threads=num_threads, native=native, adaptive_threads=adaptive_threads)
 
 
 def _bad(message: str) -> ConverterError:
@@ -201,14 +209,14 @@ class _NativeStep:
         self.specs = [(o.type.shape, o.type.dtype.np) for o in node.outputs]
         self.in_dtypes = [None if v is None else v.type.dtype.np for v in node.inputs]
 
-    def bind(self, ins: list, outs: list):
+    def bind(self, ins: list, outs: list, num_threads: int | None = None):
         # np.asarray(order="C"), not np.ascontiguousarray: that one turns 0-d arrays into shape [1]
         args = [a if a is None else np.asarray(a, dtype=dt, order="C") for a, dt in zip(ins, self.in_dtypes)]
         if any(a is not b for a, b in zip(args, ins)):       # a copy made now would be stale at run time
             return self._copying(ins, outs)
         bind = getattr(self.fn, "bind", None)
         if bind is not None:
-            return bind(args, outs)
+            return bind(args, outs, num_threads=num_threads)
         fn = self.fn
         return lambda: fn(args, outs)
 

@@ -1,6 +1,6 @@
 """A flat execution plan: graph walking, kernel choice and memory layout happen once, at load time.
 
-``Plan(graph, resolve=None, num_threads=1)``:
+``Plan(graph, resolve=None, num_threads=1, adaptive=True)``:
 
 1. ``lowering.lower`` numbers the values and turns the nodes into steps (constant nodes folded, fast kernels
    from ``fast_kernels.FAST`` where they apply, native kernels from ``resolve``, reference kernels otherwise,
@@ -12,9 +12,15 @@
    inputs into their buffers, calls the list in order and copies the outputs out, so it allocates nothing
    else (only reference kernels and dynamic-shape values allocate their results).
 
-Thread safety: a Plan is immutable after construction; executors (arena + bound steps) are pooled: a run
-takes a free one or makes a new one, and gives it back at the end, so concurrent runs never share buffers.
-numpy's BLAS is limited to the plan's thread count during a run (``threads.blas_limit``).
+Threads: steps are bound for a thread count (native kernels' OpenMP team, the runtime's splitting of large
+GEMMs/convolutions); an executor keeps one bound list per count it has run with, over the same arena.  With
+``num_threads > 1`` and ``adaptive``, ``threads.ThreadChooser`` picks 1 or ``num_threads`` per run from the
+measured run times (a second thread loses when the cores are busy); numpy's BLAS stays at one thread
+(``threads.blas_limit``).
+
+Thread safety: a Plan is immutable after construction (but for the chooser's statistics, behind a lock);
+executors (arena + bound steps) are pooled: a run takes a free one or makes a new one, and gives it back at
+the end, so concurrent runs never share buffers.
 """
 from __future__ import annotations
 
@@ -29,7 +35,7 @@ from ..errors import RET_OP_EXECUTE_FAILURE, ConverterError
 from ..ir.core import Graph, Node
 from .arena import ALIGN, plan_memory
 from .lowering import KernelEntry, Program, lower
-from .threads import blas_limit
+from .threads import ThreadChooser, blas_limit
 
 
 @dataclass(frozen=True)
@@ -45,7 +51,8 @@ class Step:
 class Plan:
     """Executable form of ``graph``; see the module docstring."""
 
-    def __init__(self, graph: Graph, resolve=None, num_threads: int = 1, fast: bool = True):
+    def __init__(self, graph: Graph, resolve=None, num_threads: int = 1, fast: bool = True,
+                 adaptive: bool = True):
         from .fast_kernels import FAST
         self.graph = graph
         self.num_threads = num_threads
@@ -56,21 +63,30 @@ class Plan:
         self.workspace = max((s.impl.workspace for s in self.program.steps), default=0)
         self._free: list[Executor] = []
         self._lock = threading.Lock()
+        self.chooser = ThreadChooser((1, num_threads)) if adaptive and num_threads > 1 else None
 
     @property
     def arena_bytes(self) -> int:
         return self.memory.arena_bytes
 
-    def execute(self, inputs: Sequence[np.ndarray], timings: list[float] | None = None) -> list[np.ndarray]:
+    def execute(self, inputs: Sequence[np.ndarray], timings: list[float] | None = None,
+                num_threads: int | None = None) -> list[np.ndarray]:
         """Runs the plan on ``inputs`` (graph-input order).  With ``timings`` (one float per kernel, see
-        ``kernels``), adds each kernel's wall time in seconds to it.  Returns new arrays."""
+        ``kernels``), adds each kernel's wall time in seconds to it.  ``num_threads`` overrides the thread
+        count of this run (default: the chooser's pick, or the plan's).  Returns new arrays."""
+        chooser = self.chooser if num_threads is None else None
+        nt = num_threads or (chooser.pick() if chooser is not None else self.num_threads)
         with self._lock:
             ex = self._free.pop() if self._free else None
         if ex is None:
             ex = Executor(self)
         try:
-            with blas_limit(self.num_threads):
-                return ex.run(inputs, timings)
+            t0 = time.perf_counter()
+            with blas_limit(nt):
+                out = ex.run(inputs, timings, nt)
+            if chooser is not None and timings is None:
+                chooser.record(nt, time.perf_counter() - t0)
+            return out
         finally:
             with self._lock:
                 self._free.append(ex)
@@ -101,25 +117,33 @@ class Executor:
         self.outputs = [(arrays[v], v) for v in prog.outputs]
         self.nodes = [s.node for s in prog.steps]
         self.kernel_of = [s.kernel for s in prog.steps]
-        self.calls = [self._bind(s) for s in prog.steps]
+        self.steps = prog.steps
+        self.bound: dict[int, list] = {}
 
-    def _bind(self, st):
+    def calls(self, nt: int) -> list:
+        """The steps bound for ``nt`` threads (bound on first use)."""
+        calls = self.bound.get(nt)
+        if calls is None:
+            calls = self.bound[nt] = [self._bind(s, nt) for s in self.steps]
+        return calls
+
+    def _bind(self, st, nt: int):
         arrays, env = self.arrays, self.env
         ins = [None if v is None else arrays[v] for v in st.inputs]
         outs = [arrays[o] for o in st.outputs]
         static = all(v is None or arrays[v] is not None for v in st.inputs) and all(o is not None for o in outs)
         if static and st.impl.bind is not None:
-            return st.impl.bind(ins, outs, self.scratch)
+            return st.impl.bind(ins, outs, self.scratch, nt)
         return _generic(st, ins, outs, env, [self.dtypes[v] for v in st.outputs])
 
-    def run(self, inputs: Sequence[np.ndarray], timings: list[float] | None) -> list[np.ndarray]:
+    def run(self, inputs: Sequence[np.ndarray], timings: list[float] | None, nt: int = 1) -> list[np.ndarray]:
         env = self.env
+        calls = self.calls(nt)
         for (arr, vid), a in zip(self.inputs, inputs):
             if arr is not None:
                 np.copyto(arr, a, casting="unsafe")
             else:
                 env[vid] = a
-        calls = self.calls
         k = -1
         try:
             if timings is None:

@@ -113,3 +113,46 @@ def configure_openmp() -> None:
     if ("OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ
             and not _loaded_libraries("libgomp")):
         os.environ["GOMP_SPINCOUNT"] = GOMP_SPINCOUNT
+
+
+class ThreadChooser:
+    """Chooses, run by run, between running with 1 thread and with the plan's ``num_threads`` by measured wall
+    time.  A second thread only pays when a core is free: on a machine whose cores are busy (other processes,
+    or a caller running models in parallel) every team-based kernel waits for a helper that the OS has not
+    scheduled, and the run gets slower than on one thread.  Each option is tried ``WARMUP`` times (after one
+    run to bind it), then the one with the lowest median over its last ``WINDOW`` runs is used, and every
+    ``EXPLORE``-th run re-measures the other one, so the choice follows the machine's load.  Never more than
+    ``num_threads`` threads."""
+    WARMUP, WINDOW, EXPLORE = 3, 9, 16
+
+    def __init__(self, options: tuple[int, ...]):
+        from collections import deque
+        self.options = options
+        self.samples = {o: deque(maxlen=self.WINDOW) for o in options}
+        self.seen = {o: 0 for o in options}
+        self.runs = 0
+        self._lock = threading.Lock()
+
+    def pick(self) -> int:
+        with self._lock:
+            self.runs += 1
+            cold = [o for o in self.options if len(self.samples[o]) < self.WARMUP]
+            if cold:
+                return min(cold, key=lambda o: self.seen[o])
+            best = self.best()
+            if self.runs % self.EXPLORE == 0:
+                others = [o for o in self.options if o != best]
+                return others[(self.runs // self.EXPLORE) % len(others)]
+            return best
+
+    def best(self) -> int:
+        def median(o):
+            s = sorted(self.samples[o])
+            return s[len(s) // 2] if s else 0.0
+        return min(self.options, key=median)
+
+    def record(self, option: int, seconds: float) -> None:
+        with self._lock:
+            self.seen[option] += 1
+            if self.seen[option] > 1:                  # the first run of an option also binds it
+                self.samples[option].append(seconds)

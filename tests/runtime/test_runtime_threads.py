@@ -1,0 +1,123 @@
+"""Threads: the BLAS limit during runs, the thread chooser, the helper team (converter_lite/runtime/threads.py,
+parallel.py)."""
+from __future__ import annotations
+
+import itertools
+import threading
+
+import numpy as np
+import pytest
+from runtime_graphs import f32
+
+from converter_lite.ir import Graph, Node, Value
+from converter_lite.runtime import parallel, threads
+from converter_lite.runtime.plan import Plan
+
+
+def test_blas_limit_sets_one_thread_and_restores():
+    before = threads.get_blas_threads()
+    if before is None:
+        pytest.skip("numpy's BLAS is not an OpenBLAS this runtime can drive")
+    with threads.blas_limit(4):
+        assert threads.get_blas_threads() == 1
+        with threads.blas_limit(2):                     # nested (or concurrent) runs keep it
+            assert threads.get_blas_threads() == 1
+        assert threads.get_blas_threads() == 1
+    assert threads.get_blas_threads() == before
+
+
+def test_blas_limit_with_concurrent_runs_restores_once():
+    before = threads.get_blas_threads()
+    if before is None:
+        pytest.skip("numpy's BLAS is not an OpenBLAS this runtime can drive")
+    barrier = threading.Barrier(4)
+
+    def run():
+        with threads.blas_limit(2):
+            barrier.wait()
+            assert threads.get_blas_threads() == 1
+    ts = [threading.Thread(target=run) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert threads.get_blas_threads() == before
+
+
+def test_chooser_warms_up_both_then_picks_the_faster():
+    c = threads.ThreadChooser((1, 2))
+    cost = {1: 3.0, 2: 1.0}
+    picks = []
+    for _ in range(64):
+        o = c.pick()
+        picks.append(o)
+        c.record(o, cost[o])
+    assert set(picks[:8]) == {1, 2}                     # both tried during warm-up
+    steady = picks[16:]
+    assert steady.count(2) > 0.85 * len(steady)         # mostly the faster one ...
+    assert 1 in steady                                  # ... but the other is re-measured
+
+
+def test_chooser_follows_a_change_of_load():
+    c = threads.ThreadChooser((1, 2))
+    cost = {1: 3.0, 2: 1.0}
+    for _ in range(40):
+        o = c.pick()
+        c.record(o, cost[o])
+    assert c.best() == 2
+    cost = {1: 3.0, 2: 9.0}                             # the second core got busy
+    for _ in range(200):
+        o = c.pick()
+        c.record(o, cost[o])
+    assert c.best() == 1
+
+
+def _matmul_graph(rows=256, k=192, n=160):
+    x = f32("x", rows, k)
+    w = Value("w", const=np.random.default_rng(1).standard_normal((k, n)).astype(np.float32))
+    y, z = f32("y", rows, n), f32("z", rows, n)
+    return Graph("mm", [x], [z], [Node("MatMul", [x, w], [y], name="mm"), Node("Tanh", [y], [z], name="t")])
+
+
+def test_fixed_thread_count_is_reproducible(rng):
+    plan = Plan(_matmul_graph(), num_threads=2, adaptive=False)
+    assert plan.chooser is None
+    x = rng.standard_normal((256, 192)).astype(np.float32)
+    first = plan.execute([x])[0]
+    for _ in range(3):
+        np.testing.assert_array_equal(plan.execute([x])[0], first)
+
+
+def test_every_thread_count_gives_the_same_result(rng, monkeypatch):
+    monkeypatch.setattr(parallel, "MIN_WORK", 1)        # split even this small product
+    plan = Plan(_matmul_graph(), num_threads=3)
+    x = rng.standard_normal((256, 192)).astype(np.float32)
+    want = np.tanh(x @ plan.program.values[plan.program.steps[0].inputs[1]].const)
+    for nt in (1, 2, 3):
+        np.testing.assert_allclose(plan.execute([x], num_threads=nt)[0], want, rtol=1e-5, atol=1e-6)
+    assert {1, 2, 3} <= set(next(iter(plan._free)).bound)
+
+
+def test_team_runs_every_part_once_and_reraises():
+    team = parallel.pool(3)
+    hits = [0] * 50
+
+    def part(i):
+        def run():
+            hits[i] += 1
+        return run
+    team.run([part(i) for i in range(50)])
+    assert hits == [1] * 50
+
+    def boom():
+        raise ValueError("part failed")
+    with pytest.raises(ValueError, match="part failed"):
+        team.run([part(0), boom, part(1)])
+
+
+def test_split_rows_covers_rows():
+    for rows in (1, 7, 8, 9, 100, 257):
+        for parts in (1, 2, 4):
+            blocks = parallel.split_rows(rows, parts)
+            assert blocks[0][0] == 0 and blocks[-1][1] == rows
+            assert all(a[1] == b[0] for a, b in itertools.pairwise(blocks))
