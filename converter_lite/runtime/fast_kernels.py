@@ -12,7 +12,8 @@ tests in tests/runtime compare every entry with its reference kernel.
 * elementwise (``out=`` numpy ufuncs, in place when the planner allows): the unary/binary tables below,
   Clip, Where, Sigmoid, Erf;
 * Softmax, LayerNormalization (fast_norm.py), MatMul/Gemm (fast_linalg.py), Conv (fast_conv.py), pooling
-  and Pad (fast_pool.py).
+  and Pad (fast_pool.py), Resize (nearest)/DepthToSpace/SpaceToDepth/Tile as precomputed gathers
+  (fast_gather.py).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from ..ops import erf_math
 from ..ops.registry import KernelError, normalize_axis
 from ..ops.tensor import slice_params, split_sizes, transpose_perm
 from .fast_conv import CONV_FAST
+from .fast_gather import GATHER_FAST
 from .fast_linalg import LINALG_FAST
 from .fast_norm import NORM_FAST
 from .fast_pool import POOL_FAST
@@ -330,5 +332,5 @@ FAST = {
     **{op: _unary(fn) for op, fn in UNARY.items()},
     **{op: _binary(fn) for op, fn in BINARY.items()},
     **{op: _compare(fn) for op, fn in COMPARE.items()},
-    **NORM_FAST, **LINALG_FAST, **CONV_FAST, **POOL_FAST,
+    **NORM_FAST, **LINALG_FAST, **CONV_FAST, **POOL_FAST, **GATHER_FAST,
 }

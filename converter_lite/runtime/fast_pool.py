@@ -9,7 +9,7 @@ that buffer, split over ``num_threads`` by channel blocks.  The results equal th
   output is not requested.
 * AveragePool sums the taps in order and divides by the per-position count (``count_include_pad``).
 * GlobalAveragePool is ``mean`` over the spatial axes; Pad (mode constant) fills the border and copies the
-  interior (all-zero pads: a view).
+  interior (all-zero pads: a view); the other Pad modes are precomputed gathers (fast_gather.py).
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from ..ops.nn_window import resolve_window
 from ..ops.registry import KernelError
 from ..ops.tensor_pad import pad_amounts
 from .fast_conv import Padder
+from .fast_gather import PAD_GATHER
 from .lowering import Impl, NodeCtx, ViewOf
 from .parallel import parallel_calls, split_rows
 
@@ -133,7 +134,9 @@ def _global_avg(ctx: NodeCtx):
 
 def _pad(ctx: NodeCtx):
     x, y = ctx.value(0), ctx.out()
-    if ctx.attrs.get("mode", "constant") != "constant" or ctx.const(1) is None or y.dtype != x.dtype:
+    if ctx.attrs.get("mode", "constant") != "constant":
+        return PAD_GATHER(ctx)
+    if ctx.const(1) is None or y.dtype != x.dtype:
         return None
     if (ctx.value(2) is not None and ctx.const(2) is None) or (ctx.value(3) is not None and ctx.const(3) is None):
         return None

@@ -104,7 +104,8 @@ def pool(num_threads: int) -> Team | None:
 
 def split_rows(rows: int, parts: int, align: int = ROW_ALIGN) -> list[tuple[int, int]]:
     """``parts`` contiguous row ranges covering ``rows`` (sizes multiples of ``align`` but the last)."""
-    step = max(align, -(-rows // parts + align - 1) // align * align)
+    chunk = -(-rows // max(parts, 1))
+    step = max(align, -(-chunk // align) * align)
     return [(s, min(s + step, rows)) for s in range(0, rows, step)]
 
 

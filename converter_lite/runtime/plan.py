@@ -16,7 +16,7 @@ Threads: steps are bound for a thread count (native kernels' OpenMP team, the ru
 GEMMs/convolutions); an executor keeps one bound list per count it has run with, over the same arena.  With
 ``num_threads > 1`` and ``adaptive``, ``threads.ThreadChooser`` picks 1 or ``num_threads`` per run from the
 measured run times (a second thread loses when the cores are busy); numpy's BLAS stays at one thread
-(``threads.blas_limit``).
+(``threads.blas_enter``).
 
 Thread safety: a Plan is immutable after construction (but for the chooser's statistics, behind a lock);
 executors (arena + bound steps) are pooled: a run takes a free one or makes a new one, and gives it back at
@@ -35,7 +35,7 @@ from ..errors import RET_OP_EXECUTE_FAILURE, ConverterError
 from ..ir.core import Graph, Node
 from .arena import ALIGN, plan_memory
 from .lowering import KernelEntry, Program, lower
-from .threads import ThreadChooser, blas_limit
+from .threads import ThreadChooser, blas_enter, blas_exit
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,11 @@ class Plan:
             ex = Executor(self)
         try:
             t0 = time.perf_counter()
-            with blas_limit(nt):
+            blas_enter(nt)
+            try:
                 out = ex.run(inputs, timings, nt)
+            finally:
+                blas_exit()
             if chooser is not None and timings is None:
                 chooser.record(nt, time.perf_counter() - t0)
             return out

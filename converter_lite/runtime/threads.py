@@ -82,13 +82,12 @@ def get_blas_threads() -> int | None:
     return None if lib.get is None else int(lib.get())
 
 
-@contextmanager
-def blas_limit(num_threads: int):
-    """Runs the body with numpy's BLAS at ``blas_threads(num_threads)`` threads (see the module doc)."""
+def blas_enter(num_threads: int) -> None:
+    """Limits numpy's BLAS to ``blas_threads(num_threads)`` threads until the matching ``blas_exit`` (see the
+    module doc: the first caller in saves and sets the count, the last one out restores it)."""
     global _active, _saved
-    lib = _library()
+    lib = _blas if _blas is not None else _library()
     if lib.set is None:
-        yield
         return
     with _lock:
         if _active == 0:
@@ -98,14 +97,27 @@ def blas_limit(num_threads: int):
             if _saved is not None:
                 lib.set(want)
         _active += 1
+
+
+def blas_exit() -> None:
+    global _active, _saved
+    if _blas is None or _blas.set is None:
+        return
+    with _lock:
+        _active -= 1
+        if _active == 0 and _saved is not None:
+            _blas.set(_saved)
+            _saved = None
+
+
+@contextmanager
+def blas_limit(num_threads: int):
+    """``blas_enter``/``blas_exit`` around the body."""
+    blas_enter(num_threads)
     try:
         yield
     finally:
-        with _lock:
-            _active -= 1
-            if _active == 0 and _saved is not None:
-                lib.set(_saved)
-                _saved = None
+        blas_exit()
 
 
 def configure_openmp() -> None:

@@ -287,3 +287,32 @@ def test_ones_row_after_an_in_place_input(rng):
     xv = arr(rng, 1, 4, 5, 5)
     for _ in range(2):
         np.testing.assert_allclose(plan.execute([xv])[0], eval_graph(g, [xv])[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+    {"mode": "nearest"},
+    {"mode": "nearest", "coordinate_transformation_mode": "align_corners", "nearest_mode": "round_prefer_ceil"},
+])
+def test_resize_nearest_is_a_gather(rng, attrs):
+    x = arr(rng, 1, 3, 5, 4)
+    run_case("Resize", [x, None, np.array([1, 1, 2.0, 1.5], np.float32)], attrs, consts=(2,))
+    run_case("Resize", [x, None, None, np.array([1, 3, 7, 9], np.int64)], attrs, consts=(3,))
+
+
+def test_other_index_maps_are_gathers(rng):
+    x = arr(rng, 1, 8, 3, 4)
+    run_case("DepthToSpace", [x], {"blocksize": 2, "mode": "CRD"})
+    run_case("DepthToSpace", [x], {"blocksize": 2})
+    run_case("SpaceToDepth", [arr(rng, 2, 3, 4, 6)], {"blocksize": 2})
+    run_case("Tile", [arr(rng, 2, 3), np.array([3, 2])], consts=(1,))
+    for mode in ("edge", "reflect", "wrap"):
+        run_case("Pad", [arr(rng, 2, 3, 4), np.array([0, 1, 2, 1, 0, 3])], {"mode": mode}, consts=(1,))
+    run_case("Tile", [rng.integers(0, 9, (2, 3)).astype(np.int64), np.array([2, 2])], consts=(1,))
+
+
+def test_resize_linear_keeps_the_reference(rng):
+    x = arr(rng, 1, 1, 4, 4)
+    plan = run_case("Resize", [x, None, np.array([1, 1, 2.0, 2.0], np.float32)], {"mode": "linear"}, consts=(2,),
+                    fast=False)
+    assert plan.program.steps[0].impl.bind is None

@@ -121,3 +121,5 @@ def test_split_rows_covers_rows():
             blocks = parallel.split_rows(rows, parts)
             assert blocks[0][0] == 0 and blocks[-1][1] == rows
             assert all(a[1] == b[0] for a, b in itertools.pairwise(blocks))
+    assert parallel.split_rows(16, 1, 8) == [(0, 16)]           # one part means one block
+    assert len(parallel.split_rows(64, 2, 8)) == 2 and len(parallel.split_rows(64, 4, 8)) == 4
