@@ -127,6 +127,8 @@ def _conv(ctx: NodeCtx):
     if cg == 1 and m == c:
         plan = _Depthwise(geo, wc, bias)
     else:
+        # the wide rows compute wp/ow times the GEMM: on small images the strided im2col copy costs less
+        geo.wide = geo.wide and 4 * geo.wp <= 5 * geo.ow
         ones = (geo.pointwise and n == 1 and group == 1 and bias is not None
                 and ctx.request_tail(src, h * wd * x.dtype.itemsize))
         plan = _Dense(geo, wc, bias, ones_tail=ones)
