@@ -5,8 +5,8 @@ AveragePool; the border also covers ``ceil_mode``'s overhang) and combines the `
 that buffer, split over ``num_threads`` by channel blocks.  The results equal the reference kernels':
 
 * MaxPool keeps the reference's NaN rule (``tap > y`` replaces: a NaN first tap stays, later NaNs are
-  skipped): ``acc = fmax(tap1, tap2, ...)``, ``y = maximum(tap0, fmax(acc, tap0))``.  Only when the Indices
-  output is not requested.
+  skipped): ``acc = fmax`` over the taps (separable: along rows, then along columns), then
+  ``y = maximum(tap0, acc)``.  Only when the Indices output is not requested.
 * AveragePool sums the taps in order and divides by the per-position count (``count_include_pad``).
 * GlobalAveragePool is ``mean`` over the spatial axes; Pad (mode constant) fills the border and copies the
   interior (all-zero pads: a view); the other Pad modes are precomputed gathers (fast_gather.py).
@@ -73,13 +73,22 @@ def _pool(kind: str):
             from ..ops.nn_pool import _axis_counts
             count = _axis_counts(win, x.shape[2:], bool(ctx.attrs.get("count_include_pad", 0))).astype(x.dtype)
 
+        separable = kind == "max" and min(win.kernel) > 1
+        rows = max(win.out[0] - 1, 0) * win.strides[0] + win.effective[0]
+        xbytes = c * hp * wp * x.dtype.itemsize
+        tbytes = c * rows * win.out[1] * x.dtype.itemsize if separable else 0
+
         def bind(ins, outs, ws, nt=1):
-            xp = ws[:c * hp * wp * x.dtype.itemsize].view(x.dtype).reshape(c, hp, wp)
+            xp = ws[:xbytes].view(x.dtype).reshape(c, hp, wp)
+            at = (xbytes + 63) // 64 * 64
+            tmp = ws[at:at + tbytes].view(x.dtype).reshape(c, rows, win.out[1]) if separable else None
             padder = Padder(xp, pads, x.shape[2], x.shape[3], fill)
             steps = []
             for b in range(n):
-                parts = [_pool_part(kind, padder.part(c0, c1, ins[0][b]), _taps(xp[c0:c1], win),
-                                    outs[0][b, c0:c1], count, x.dtype.kind == "f")
+                parts = [(_max_separable(padder.part(c0, c1, ins[0][b]), xp[c0:c1], tmp[c0:c1], win,
+                                         outs[0][b, c0:c1], x.dtype.kind == "f") if separable else
+                          _pool_part(kind, padder.part(c0, c1, ins[0][b]), _taps(xp[c0:c1], win),
+                                     outs[0][b, c0:c1], count, x.dtype.kind == "f"))
                          for c0, c1 in split_rows(c, 2 * nt if nt > 1 else 1, 1)]
                 steps.append(parallel_calls(parts, nt))
             if len(steps) == 1:
@@ -89,8 +98,31 @@ def _pool(kind: str):
                 for s in steps:
                     s()
             return run
-        return Impl(bind=bind, workspace=c * hp * wp * x.dtype.itemsize + 64)
+        return Impl(bind=bind, workspace=xbytes + tbytes + 128)
     return factory
+
+
+def _max_separable(pad, xp, tmp, win, out, is_float):
+    """Max over the window as a max along rows, then along columns (``kw - 1 + kh - 1`` passes instead of
+    ``kh * kw - 1``).  For floats the passes are ``fmax`` (NaN-skipping), then ``maximum(tap0, acc)`` restores
+    the reference's rule that a NaN first tap stays (acc already holds tap0 whenever tap0 is a number)."""
+    (oh, ow), (sh, sw), (dh, dw), (kh, kw) = win.out, win.strides, win.dilations, win.kernel
+    comb = np.fmax if is_float else np.maximum
+    cols = [xp[:, :tmp.shape[1], j * dw:j * dw + (ow - 1) * sw + 1:sw] for j in range(kw)]
+    rows = [tmp[:, i * dh:i * dh + (oh - 1) * sh + 1:sh] for i in range(kh)]
+    first = _taps(xp, win)[0]
+
+    def run():
+        pad()
+        comb(cols[0], cols[1], out=tmp)
+        for c in cols[2:]:
+            comb(tmp, c, out=tmp)
+        comb(rows[0], rows[1], out=out)
+        for r in rows[2:]:
+            comb(out, r, out=out)
+        if is_float:
+            np.maximum(first, out, out=out)
+    return run
 
 
 def _pool_part(kind, pad, taps, out, count, is_float):
