@@ -38,6 +38,12 @@ from .lowering import KernelEntry, Program, lower
 from .threads import ThreadChooser, blas_enter, blas_exit
 
 
+# ops whose kernels (fast or reference) call numpy's BLAS: only plans with one limit its threads during a run
+BLAS_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "FusedMatMul", "FusedAttention",
+                      "Attention", "MatMulInteger", "QLinearMatMul", "QLinearConv", "ConvInteger", "DeformConv",
+                      "LSTM", "GRU", "RNN", "Col2Im", "DFT", "STFT", "MelWeightMatrix", "TfIdfVectorizer"})
+
+
 @dataclass(frozen=True)
 class Step:
     """One executed step (for tables and tests): its node, whether it runs native code, its kernel index."""
@@ -64,6 +70,7 @@ class Plan:
         self._free: list[Executor] = []
         self._lock = threading.Lock()
         self.chooser = ThreadChooser((1, num_threads)) if adaptive and num_threads > 1 else None
+        self.uses_blas = any(s.node.op in BLAS_OPS for s in self.program.steps)
 
     @property
     def arena_bytes(self) -> int:
@@ -82,11 +89,14 @@ class Plan:
             ex = Executor(self)
         try:
             t0 = time.perf_counter()
-            blas_enter(nt)
-            try:
+            if not self.uses_blas:
                 out = ex.run(inputs, timings, nt)
-            finally:
-                blas_exit()
+            else:
+                blas_enter(nt)
+                try:
+                    out = ex.run(inputs, timings, nt)
+                finally:
+                    blas_exit()
             if chooser is not None and timings is None:
                 chooser.record(nt, time.perf_counter() - t0)
             return out
