@@ -20,7 +20,11 @@ measured run times (a second thread loses when the cores are busy); numpy's BLAS
 
 Thread safety: a Plan is immutable after construction (but for the chooser's statistics, behind a lock);
 executors (arena + bound steps) are pooled: a run takes a free one or makes a new one, and gives it back at
-the end, so concurrent runs never share buffers.
+the end (at most ``MAX_IDLE_EXECUTORS`` are kept), so concurrent runs never share buffers.
+
+Cost: a step is one call of a pre-bound callable, about 0.3 us on top of its kernel (measured with 1000
+chained elementwise steps on 4 elements: 1.05 us per step against 0.72 us for the bare ufunc call); a run
+adds ~7 us (executor pool, thread choice, BLAS limit, input/output copies).
 """
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ from .lowering import KernelEntry, Program, lower
 from .threads import ThreadChooser, blas_enter, blas_exit
 
 
+MAX_IDLE_EXECUTORS = 4
 # ops whose kernels (fast or reference) call numpy's BLAS: only plans with one limit its threads during a run
 BLAS_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "FusedMatMul", "FusedAttention",
                       "Attention", "MatMulInteger", "QLinearMatMul", "QLinearConv", "ConvInteger", "DeformConv",
@@ -102,7 +107,8 @@ class Plan:
             return out
         finally:
             with self._lock:
-                self._free.append(ex)
+                if len(self._free) < MAX_IDLE_EXECUTORS:      # a burst of concurrent runs leaves no trail
+                    self._free.append(ex)
 
 
 class Executor:
