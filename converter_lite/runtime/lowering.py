@@ -294,7 +294,7 @@ class _Lowerer:
             return False                               # fails again at run time, naming the node
         for o, a in zip(node.outputs, outs):
             dt = _dtype(o)
-            a = np.asarray(a) if dt is None else np.asarray(a).astype(dt, copy=False)
+            a = np.asarray(a, order="C") if dt is None else np.asarray(a, dtype=dt, order="C")
             if _shape(o) is not None and a.shape != _shape(o):
                 return False
             a.flags.writeable = False
