@@ -123,3 +123,9 @@ def test_split_rows_covers_rows():
             assert all(a[1] == b[0] for a, b in itertools.pairwise(blocks))
     assert parallel.split_rows(16, 1, 8) == [(0, 16)]           # one part means one block
     assert len(parallel.split_rows(64, 2, 8)) == 2 and len(parallel.split_rows(64, 4, 8)) == 4
+
+
+def test_blas_limit_only_for_plans_that_use_blas():
+    assert Plan(_matmul_graph(), num_threads=2).uses_blas
+    x, y = f32("x", 4), f32("y", 4)
+    assert not Plan(Graph("g", [x], [y], [Node("Neg", [x], [y], name="n")])).uses_blas
