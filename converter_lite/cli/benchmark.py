@@ -81,6 +81,9 @@ class _Command(click.Command):
 @click.option("--seed", "seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--native", "native", type=MS_BOOL, default="true", show_default=True,
               help="false runs the numpy reference kernels even where native code is present.")
+@click.option("--rebuildKernels", "rebuild_kernels", type=MS_BOOL, default="false", show_default=True,
+              help="true never runs the machine code shipped in the .ms: every fused kernel is generated again "
+                   "from the model's graph and compiled in memory (for models from untrusted sources).")
 def main(model_type, benchmark_data_type, **kw):
     """Runs a converted .ms model: timing (default) or accuracy (--benchmarkDataFile / --compareModel)."""
     opts = BenchmarkOptions(**kw, progress=sys.stderr.isatty())

@@ -42,6 +42,7 @@ class BenchmarkOptions:
     cpu_bind_mode: int | None = None
     seed: int = 0
     native: bool = True
+    rebuild_kernels: bool = False
     progress: bool = False
 
 
@@ -128,7 +129,8 @@ def _run(opts: BenchmarkOptions, name: str, report: dict, out: Printer, err: Pri
     out("start reading model file")
     rss = RssPeak().start()
     t0 = time.perf_counter()
-    model = load(opts.model_file, num_threads=opts.num_threads, native=opts.native)
+    model = load(opts.model_file, num_threads=opts.num_threads, native=opts.native,
+                 trust_native_code=not opts.rebuild_kernels)
     load_ms = (time.perf_counter() - t0) * 1e3
     out(f"PrepareTime = {load_ms:f} ms")
     out(f"LoadTime = {load_ms:f} ms")

@@ -57,14 +57,14 @@ class Model:
     """A loaded ``.ms`` model.  Build it with ``load``."""
 
     def __init__(self, loaded: LoadedModel, num_threads: int = 2, native: bool = True,
-                 adaptive_threads: bool = True):
+                 adaptive_threads: bool = True, trust_native_code: bool = True):
         if num_threads < 1:
             raise ConverterError(RET_INPUT_PARAM_INVALID, f"num_threads must be > 0, got {num_threads}")
         self.path = loaded.path
         self.metadata: dict[str, Any] = loaded.metadata
         self.num_threads = num_threads
         self.graph = loaded.graph
-        resolve = _native_resolver(loaded, num_threads) if native else None
+        resolve = _native_resolver(loaded, num_threads, trust_native_code) if native else None
         self.plan = Plan(loaded.graph, resolve, num_threads=num_threads, adaptive=adaptive_threads)
         self.input_names: list[str] = [v.name for v in loaded.graph.inputs]
         self.output_names: list[str] = [v.name for v in loaded.graph.outputs]
@@ -125,7 +125,7 @@ class Model:
 
 
 def load(path: str | os.PathLike, num_threads: int = 2, native: bool = True,
-         adaptive_threads: bool = True) -> Model:
+         adaptive_threads: bool = True, trust_native_code: bool = True) -> Model:
     """Loads a ``.ms`` file (memory-mapped) and prepares it for ``run``.
 
     Args:
@@ -136,11 +136,15 @@ def load(path: str | os.PathLike, num_threads: int = 2, native: bool = True,
         adaptive_threads: with ``num_threads > 1``, each run uses 1 or ``num_threads`` threads, whichever the
             recent runs measured faster (runtime/threads.py ``ThreadChooser``); False always uses
             ``num_threads``.
+        trust_native_code: False never runs the machine code shipped in the file: every fused kernel is
+            generated again from its sub-graph of basic ops (the file's graph, which is data) by our own code
+            generator and compiled in memory (needs llvmlite; no C compiler).
 
     Raises:
         ConverterError: -200 for an invalid/corrupted file, -300 for an op the runtime lacks.
     """
-    return Model(load_model(path), num_threads=num_threads, native=native, adaptive_threads=adaptive_threads)
+    return Model(load_model(path), num_threads=num_threads, native=native, adaptive_threads=adaptive_threads,
+                 trust_native_code=trust_native_code)
 
 
 def _bad(message: str) -> ConverterError:
@@ -169,7 +173,19 @@ def _check_array(name: str, value: Any, t: TensorType) -> np.ndarray:
 
 
 # -- native kernels ------------------------------------------------------------------------------------------
-def _native_resolver(loaded: LoadedModel, num_threads: int):
+def _regenerated_sections(graph, num_threads: int) -> dict[str, bytes]:
+    """Native sections made here from the graph's fused sub-graphs (IR only, JIT-compiled by the loader)."""
+    from ..codegen import build_kernels      # only on this opt-in path: llvmlite is not needed to load otherwise
+
+    kernels = [(n.attrs["kernel_name"], n.attrs["graph"]) for n in graph.nodes if n.op == "GraphKernel"]
+    if not kernels:
+        return {}
+    bundle = build_kernels(kernels, target=None, cache_dir="", num_threads_hint=num_threads,
+                           on_unsupported="skip", link=False)
+    return bundle.sections
+
+
+def _native_resolver(loaded: LoadedModel, num_threads: int, trust_native_code: bool = True):
     """A resolver giving native kernels for GraphKernel nodes, or None when the file has no native code."""
     if not any(name.startswith(NATIVE_PREFIX) for name in loaded.sections):
         return None
@@ -180,8 +196,14 @@ def _native_resolver(loaded: LoadedModel, num_threads: int):
                     "running reference kernels", loaded.path, e)
         return None
     configure_openmp()
-    # the native sections are small next to the weights: hand the loader plain bytes
-    lib = NativeLibrary.from_sections({k: bytes(v) for k, v in loaded.sections.items() if k.startswith("native/")})
+    if trust_native_code:
+        # the native sections are small next to the weights: hand the loader plain bytes
+        sections = {k: bytes(v) for k, v in loaded.sections.items() if k.startswith(NATIVE_PREFIX)}
+    else:
+        sections = _regenerated_sections(loaded.graph, num_threads)
+        if not sections:
+            return None
+    lib = NativeLibrary.from_sections(sections, trust_native_code=trust_native_code)
     if hasattr(lib, "set_num_threads"):
         lib.set_num_threads(num_threads)
 
