@@ -220,6 +220,7 @@ class _GraphImporter:
         self.graph.metadata["onnx_opset"] = str(self.opset)
         self.graph.metadata["producer"] = f"{self.proto.producer_name} {self.proto.producer_version}".strip()
         remove_dead_nodes(self.graph)
+        _check_sizes(self.graph, self.where)
         if self.em.dynamic:
             log.warning("%s: %d node(s) have shapes known only at run time (they run unfused): %s%s", self.where,
                         len(self.em.dynamic), "; ".join(self.em.dynamic[:3]), " ..." if len(self.em.dynamic) > 3
@@ -348,6 +349,22 @@ class _GraphImporter:
                 if v.name != o and v.name not in self.env:
                     v.name = o      # values emitted by an upgrade keep the ONNX tensor name
                 self.env[o] = v
+
+
+MAX_TENSOR_BYTES = 2**63 - 1        # numpy's (and the native kernels' int64 offsets') limit
+
+
+def _check_sizes(graph: Graph, where: str) -> None:
+    """A tensor no machine can hold (e.g. declared dims of 2**40 x 2**40) fails here (-500), not at run time."""
+    values = [(v, "input") for v in graph.inputs]
+    values += [(o, f"output of node {n.name!r}") for n in graph.nodes for o in n.outputs if o is not None]
+    for v, what in values:
+        if v.type is None or not v.type.is_static:
+            continue
+        nbytes = int(np.prod(v.type.shape, dtype=object)) * v.type.dtype.np.itemsize
+        if nbytes > MAX_TENSOR_BYTES:
+            raise ConverterError(RET_INFER_ERR, f"{where}: tensor {v.name!r} ({what}) has shape {list(v.type.shape)}:"
+                                                f" {nbytes} bytes, more than any tensor can hold (2**63 bytes)")
 
 
 def _check_declared_outputs(g, outputs: list[Value], where: str) -> None:

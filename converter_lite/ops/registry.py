@@ -122,8 +122,9 @@ def infer_types(node: Node) -> list[TensorType]:
 def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     try:
         return tuple(int(d) for d in np.broadcast_shapes(*shapes))
-    except ValueError:
-        raise KernelError("shapes " + ", ".join(str(list(s)) for s in shapes) + " cannot be broadcast") from None
+    except ValueError as e:
+        why = " broadcast to a shape too large for any tensor" if "too large" in str(e) else " cannot be broadcast"
+        raise KernelError("shapes " + ", ".join(str(list(s)) for s in shapes) + why) from None
 
 
 def infer_same(node: Node) -> list[TensorType]:

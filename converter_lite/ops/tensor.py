@@ -288,7 +288,9 @@ def expand_shape(in_shape, shape) -> tuple[int, ...]:
     shape = as_ints(shape, "Expand shape")
     try:
         return tuple(int(d) for d in np.broadcast_shapes(tuple(in_shape), tuple(shape)))
-    except ValueError:
+    except ValueError as e:
+        if "too large" in str(e):
+            raise KernelError(f"Expand: {list(in_shape)} to {shape} is too large for any tensor") from None
         raise KernelError(f"Expand: {list(in_shape)} cannot be broadcast with {shape}") from None
 
 

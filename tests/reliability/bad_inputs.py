@@ -128,8 +128,8 @@ def huge_input() -> onnx.ModelProto:
     return relu(shape=(10**12,))
 
 
-def huge_expand() -> onnx.ModelProto:
-    shape = [100000, 100000, 100]
+def huge_expand(shape=(100000, 100000, 100)) -> onnx.ModelProto:
+    shape = list(shape)
     nodes = [oh.make_node("Expand", ["x", "s"], ["t"], name="expand_huge"),
              oh.make_node("Relu", ["t"], ["y"], name="relu0")]
     return make_model(nodes, [tensor_info("x", F32, [1])], [tensor_info("y", F32, shape)],

@@ -180,7 +180,15 @@ CASES = [
     Case("onnx-zero-size-dims-convert", CONVERT,
          lambda ws: conv(ws, ws.onnx("z", bad.zero_size()), cfg(ws, "[graph_kernel_param]\nopt_level=2\n")), 0, (),
          ("out/m.ms",)),
-    # huge declared dims: conversion needs no data; running must fail cleanly, not try to allocate terabytes
+    # huge declared dims: beyond 2**63 bytes conversion fails; below, conversion needs no data (it converts) and
+    # running must fail cleanly, not try to allocate terabytes
+    Case("onnx-dims-beyond-int64", CONVERT, lambda ws: conv(ws, ws.onnx("ovf", bad.relu(shape=(2**40, 2**40)))),
+         -500, ("'x'", "2**63")),
+    Case("onnx-expand-beyond-int64", CONVERT,
+         lambda ws: conv(ws, ws.onnx("ovx", bad.huge_expand(shape=(2**40, 2**40))), cfg(ws, "opt_level=2")), -500,
+         ("expand_huge", "too large")),
+    Case("onnx-huge-input-converts", CONVERT, lambda ws: conv(ws, ws.onnx("huge", bad.huge_input())), 0, (),
+         ("out/m.ms",)),
     Case("run-huge-input", BENCH, lambda ws: bench(ms_of(ws, "huge", bad.huge_input())), -1, ("'x'", "too large")),
     Case("run-huge-expand", BENCH, lambda ws: bench(ms_of(ws, "hexp", bad.huge_expand())), -1, ("hexp.ms", "TiB")),
     Case("run-zero-size-dims", BENCH, lambda ws: bench(ms_of(ws, "zero", bad.zero_size())), 0),
