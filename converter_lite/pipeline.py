@@ -55,7 +55,7 @@ def build_config(config_file: str | None = None, *, graph_kernel_flags: str | No
 
 
 def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, optimize: str = "general",
-                  input_shape: dict | str | None = None) -> ConvertResult:
+                  input_shape: dict | str | None = None, fp16: bool = False) -> ConvertResult:
     from .frontend.onnx_import import import_model, parse_input_shapes
     from .model.format import save_model
     from .passes.manager import run_graph_kernel_optimizer
@@ -88,6 +88,10 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
         stats = dict(ctx.stats)
         artifacts = dict(ctx.artifacts)
 
+    if fp16:
+        from .passes.fp16_weights import store_weights_as_fp16
+        stats["fp16_weights"] = store_weights_as_fp16(graph)
+
     t0 = time.perf_counter()
     metadata = {
         "converter_version": __version__,
@@ -96,6 +100,7 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
         "opt_level": config.opt_level if optimize != "none" else 0,
         "graph_kernel_flags": config.flags_text,
         "fusion_stats": stats,
+        "fp16_weights": fp16,
     }
     _make_output_dir(out_path)
     save_model(out_path, graph, metadata, artifacts or None)

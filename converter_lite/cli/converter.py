@@ -5,7 +5,6 @@ failures exit non-zero without a traceback (``--debug=true`` shows one) and leav
 """
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import time
@@ -72,18 +71,17 @@ def _convert(fmk, model_file, output_file, config_file, optimize, input_shape, f
     if weight_file:
         raise ConverterError(RET_INPUT_PARAM_INVALID, "--weightFile is only for Caffe models, which are not "
                                                       "supported")
-    if _bool(fp16, "fp16"):
-        logging.getLogger("converter_lite").warning("--fp16=on: weights are kept in float32 (float16 storage is "
-                                                    "not implemented yet)")
+    fp16 = _bool(fp16, "fp16")
     if batch.is_batch(model_file):
         return batch.run_batch(model_file, output_file, config_file=config_file,
                                fusion_switch_file=fusion_switch_file, optimize=optimize, input_shape=input_shape,
-                               jobs=jobs, shard=shard, echo=click.echo)
+                               fp16=fp16, jobs=jobs, shard=shard, echo=click.echo)
     if shard:
         raise ConverterError(RET_INPUT_PARAM_INVALID, "--shard needs a directory or glob as --modelFile")
     t0 = time.perf_counter()
     config = build_config(config_file, fusion_switch_file=fusion_switch_file, dump_dir=os.getcwd())
-    result = convert_model(model_file, output_file, config=config, optimize=optimize, input_shape=input_shape)
+    result = convert_model(model_file, output_file, config=config, optimize=optimize, input_shape=input_shape,
+                           fp16=fp16)
     n_kernels = sum(1 for n in result.graph.nodes if n.op == "GraphKernel")
     click.echo(f"Converted {model_file} -> {result.output_path}: {len(result.graph.nodes)} nodes, "
                f"{n_kernels} fused kernels (opt_level {config.opt_level if optimize != 'none' else 0}), "
