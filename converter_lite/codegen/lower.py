@@ -29,6 +29,7 @@ from .errors import UnsupportedOpError
 from .index import INDEX_MAPS, RESHAPE_LIKE, Index, _numel
 from .loops import for_range, loop_nest
 from .mathfn import MathEmitter
+from .reuse import plan_reuse
 from .reduce import (
     REDUCE_OPS,
     ReduceStage,
@@ -80,6 +81,7 @@ class MapStage:
     shape: tuple[int, ...]
     items: list[tuple[Value, Buffer]]
     flat: bool
+    cached: dict[int, Buffer] = field(default_factory=dict)   # values an earlier stage stored (reuse.py)
 
     @property
     def part_axis(self) -> int | None:
@@ -186,6 +188,7 @@ def plan_kernel(graph: Graph) -> KernelPlan:
     for shape, items in groups.items():
         flat = all(_flat_ok(plan, v, _numel(shape)) for v, _ in items)
         plan.stages.append(MapStage(shape, items, flat))
+    plan_reuse(plan)
     return plan
 
 
@@ -230,6 +233,7 @@ class StageEmitter:
         self.b = ir.IRBuilder(self.entry)
         self.math = MathEmitter(self.b, module)
         self._memo: list[dict] = [{}]
+        self.cached: dict[int, Buffer] = {}       # values of this stage read from a buffer (reuse.py)
 
     # -- helpers used by index.py and reduce.py ------------------------------------------------------------
     @contextlib.contextmanager
@@ -296,7 +300,7 @@ class StageEmitter:
             seen.add(key)
             stack.append((u, ui, True))
             node = u.producer
-            if id(u) in self.plan.value_buf or u.const is not None or node is None \
+            if id(u) in self.plan.value_buf or id(u) in self.cached or u.const is not None or node is None \
                     or node.op not in SCALAR_EMITTERS:
                 continue
             for i in node.inputs:
@@ -305,7 +309,7 @@ class StageEmitter:
         return order[:-1]                       # v itself is emitted by the caller
 
     def _emit(self, v: Value, idx: Index) -> ir.Value:
-        buf = self.plan.value_buf.get(id(v))
+        buf = self.cached.get(id(v)) or self.plan.value_buf.get(id(v))
         if buf is not None:
             return self.load_compute(buf, idx)
         if v.const is not None:
@@ -318,6 +322,9 @@ class StageEmitter:
         args = [None if i is None else self.value_at(i, idx.broadcast_to(i.shape)) for i in node.inputs]
         while args and args[-1] is None:
             args.pop()
+        if self._row_divisor(node, v):           # x / s(row) -> x * (1/s): LICM hoists 1/s out of the row loop
+            recip = self.b.fdiv(ir.Constant(args[1].type, 1.0), args[1])
+            return round_to_dtype(self.b, self.b.fmul(args[0], recip), v.dtype)
         sc = ScalarCall(self.b, self.math, node, [i.dtype if i is not None else None for i in node.inputs],
                         v.dtype, [_scalar_const(i) for i in node.inputs])
         try:
@@ -328,6 +335,15 @@ class StageEmitter:
             raise UnsupportedOpError(node.op, self.kernel,
                                      f"emitter produced {out.type} for a {v.dtype.name} result")
         return round_to_dtype(self.b, out, v.dtype)
+
+    def _row_divisor(self, node, v: Value) -> bool:
+        """A float Div whose divisor is a reduction result constant along the innermost axis (Softmax)."""
+        if node.op != "Div" or v.dtype not in (DType.float32, DType.float64) or len(node.inputs) != 2:
+            return False
+        y = node.inputs[1]
+        buf = self.plan.value_buf.get(id(y))
+        return (buf is not None and buf.kind != "input" and y.dtype is v.dtype and node.inputs[0].dtype is v.dtype
+                and len(y.shape) == len(v.shape) > 0 and y.shape[-1] == 1 and v.shape[-1] > 1)
 
     def _const_at(self, v: Value, idx: Index) -> ir.Value:
         s = _scalar_const(v)
@@ -405,6 +421,7 @@ def emit_stages(module: ir.Module, plan: KernelPlan, sym: str, kernel: str = "")
         if isinstance(st, ReduceStage):
             emit_reduce(em, st, lo, hi)
         else:
+            em.cached = st.cached
             _emit_map(em, st, lo, hi)
         em.b.ret_void()
         stage_fns.append(fn)

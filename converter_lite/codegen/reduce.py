@@ -17,7 +17,7 @@ float64 by the reference) are not lowered.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from llvmlite import ir
@@ -156,6 +156,7 @@ class ReduceStage:
     axes: tuple[int, ...]
     dst: object                                       # lower.Buffer
     acc: object | None = None
+    spill: list = field(default_factory=list)        # [(value, buffer)] also stored per element (reuse.py)
 
     @property
     def in_shape(self) -> tuple[int, ...]:
@@ -232,6 +233,9 @@ def emit_reduce(em, st: ReduceStage, lo: ir.Value, hi: ir.Value) -> None:
             with loop_nest(b, [extent(d) for d in st.axes], "r") as rc, em.memo_scope():
                 coords = _merge(len(shape), kept, kc, st.axes, rc)
                 b.store(combine(em, red, b.load(slot), element(coords), adt), slot)
+                for v, buf in st.spill:
+                    vi = Index(b, v.shape, coords)
+                    em.store_compute(buf, vi, em.value_at(v, vi))
             full = _merge(len(shape), kept, kc, st.axes, [zero] * len(st.axes))
             result = finalize(em, red, b.load(slot), count, adt)
             em.store_compute(st.dst, out_index(full), _to_out(em, result, adt, out_dtype))

@@ -2,9 +2,11 @@
 
     python -m converter_lite.tools.bench_kernels [--size 4096] [--threads 2] [--rounds 15]
 
-Kernels (float32 [size, size]):
+Kernels (float32 [size, size] unless stated):
     chain      Y = Tanh(X*0.5 + 0.1) * 2
     tanh_gelu  Y = 0.5*X*(1 + Tanh(sqrt(2/pi)*(X + 0.044715*X^3)))
+    softmax    Softmax over the last axis of [64*128, 128] (the stitched opt_level-3 kernel)
+    layernorm  LayerNorm over the last axis of [8*256, 512] with scale and bias (stitched)
 Each round times, interleaved: the native kernel (``--threads`` threads), one single-threaded ``np.copyto`` of
 the same bytes (the floor the SPEC compares with), and onnxruntime (ORT_ENABLE_ALL, same thread count) on the
 same chain as an ONNX model (its thread pool set not to spin between runs, so it does not slow the other
@@ -36,7 +38,25 @@ def _tanh_gelu(b: GraphBuilder, x):
     return x * 0.5 * (b.op("Tanh", inner) + 1.0)
 
 
-KERNELS = {"chain": _chain, "tanh_gelu": _tanh_gelu}
+def _softmax(b: GraphBuilder, x):
+    from ..passes.expand.emit import exp, reduce_max, reduce_sum
+    e = exp(x - reduce_max(x, (1,)))
+    return e / reduce_sum(e, (1,))
+
+
+def _layer_norm(b: GraphBuilder, x):
+    from ..passes.expand.emit import mean, reciprocal, sqrt
+    d = x - mean(x, (1,))
+    inv = reciprocal(sqrt(mean(d * d, (1,)) + 1e-5))
+    c = x.shape[1]
+    scale = b.wrap(b.const(np.linspace(0.5, 1.5, c, dtype=np.float32)))
+    bias = b.wrap(b.const(np.linspace(-0.1, 0.1, c, dtype=np.float32)))
+    return d * inv * scale + bias
+
+
+KERNELS = {"chain": _chain, "tanh_gelu": _tanh_gelu, "softmax": _softmax, "layernorm": _layer_norm}
+# the stitched row kernels of issue #4 have their own shapes (rows x row length)
+SHAPES = {"softmax": (64 * 128, 128), "layernorm": (8 * 256, 512)}
 
 
 def make_graph(name: str, shape: tuple[int, ...]) -> Graph:
@@ -96,23 +116,24 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--no-ort", action="store_true")
+    ap.add_argument("--kernels", default=",".join(KERNELS), help="comma-separated subset of the kernels")
     args = ap.parse_args(argv)
-    shape = (args.size, args.size)
-    graphs = {k: make_graph(k, shape) for k in KERNELS}
+    square = (args.size, args.size)
+    graphs = {k: make_graph(k, SHAPES.get(k, square)) for k in args.kernels.split(",")}
     with tempfile.TemporaryDirectory() as cache:
         t0 = time.perf_counter()
         bundle = build_kernels(list(graphs.items()), cache_dir=cache, num_threads_hint=args.threads)
         build_s = time.perf_counter() - t0
     lib = NativeLibrary.from_sections(bundle.sections, num_threads=args.threads)
     rng = np.random.default_rng(0)
-    x = rng.standard_normal(shape).astype(np.float32)
-    y = np.empty_like(x)
-    dst = np.empty_like(x)
     results = {}
-    mb = x.nbytes / 1e6
-    print(f"float32 {list(shape)} ({mb:.0f} MB in, {mb:.0f} MB out), native threads={args.threads}, "
-          f"build {build_s * 1e3:.0f} ms")
+    print(f"native threads={args.threads}, build {build_s * 1e3:.0f} ms")
     for name, g in graphs.items():
+        shape = g.inputs[0].shape
+        x = rng.standard_normal(shape).astype(np.float32)
+        y = np.empty_like(x)
+        dst = np.empty_like(x)
+        print(f"{name}: float32 {list(shape)} ({x.nbytes / 1e6:.0f} MB in and out)")
         run = lib.kernel(name).bind([x], [y])
         timers = {"native": run, "np.copyto": lambda: np.copyto(dst, x)}
         if not args.no_ort:
@@ -128,7 +149,7 @@ def main(argv: list[str] | None = None) -> dict:
                 samples[k].append(_time(fn))
         med = {k: statistics.median(v) for k, v in samples.items()}
         best = {k: min(v) for k, v in samples.items()}
-        results[name] = {"median": med, "min": best}
+        results[name] = {"median": med, "min": best, "shape": list(shape)}
         for tag, stat in (("median", med), ("min", best)):
             line = "  ".join(f"{k} {v * 1e3:7.2f} ms" for k, v in stat.items())
             ratios = f"native/copy {stat['native'] / stat['np.copyto']:.2f}x"

@@ -160,7 +160,7 @@ def micro_lines(micro: dict[str, dict[str, float]] | None, shape: tuple[int, ...
     for name, stats in micro.items():
         med = stats.get("median", stats)            # bench_kernels returns {"median": {...}, "min": {...}}
         low = stats.get("min", {})
-        cells = [name]
+        cells = [name + (f" {stats['shape']}" if list(stats.get("shape", shape)) != list(shape) else "")]
         for engine in ("native", "np.copyto", "onnxruntime"):
             v, m = med.get(engine), low.get(engine)
             cells.append("-" if v is None else f"{v * 1e3:.2f}" + (f" ({m * 1e3:.2f})" if m is not None else ""))
