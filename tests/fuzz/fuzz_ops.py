@@ -294,7 +294,10 @@ def layer_norm(g: GraphMaker):
     rng = g.rng()
     scale = g.const(rng.uniform(0.5, 1.5, norm).astype(x.dtype))
     bias = g.const(rng.uniform(-1, 1, norm).astype(x.dtype)) if g.flag() else None
-    eps = g.choice([1e-5, 1e-3])
+    # epsilon >= 1e-3: on a row of equal values (common after Expand/Where) x - mean is float32 rounding noise
+    # divided by sqrt(epsilon); onnxruntime accumulates the mean in double, so with 1e-5 a few ulps of our float32
+    # mean exceed atol without any bug (and the float64 twin cannot see it)
+    eps = g.choice([1e-3, 1e-2])
     bound = 1.5 * math.sqrt(math.prod(norm)) + 1
     return g.emit("LayerNormalization", [x, scale, bias], x.dtype, x.shape, bound, None, x.loose, axis=axis,
                   epsilon=eps)
