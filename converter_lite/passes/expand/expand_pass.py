@@ -20,7 +20,18 @@ from ...ir.core import Graph, Node, Value
 from ...ops.registry import KernelError
 from ..base import Pass, PassContext
 from ..registry import register_pass
-from . import arith, batch_norm, gelu, norm, reduce, relu, sigmoid, softmax, tensor  # noqa: F401  (registration)
+from . import (  # noqa: F401  (registration)
+    arith,
+    batch_norm,
+    depthwise_conv,
+    gelu,
+    norm,
+    reduce,
+    relu,
+    sigmoid,
+    softmax,
+    tensor,
+)
 from .registry import EXPANDERS, Declined
 
 # Every op with an expander is expanded by default (enable_/disable_expand_ops and the _only list adjust it).
