@@ -111,7 +111,7 @@ class _FakeLibrary:
         _FakeLibrary.instances.append(self)
 
     @classmethod
-    def from_sections(cls, sections):
+    def from_sections(cls, sections, **_options):          # e.g. trust_native_code
         return cls(dict(sections))
 
     def set_num_threads(self, n):
