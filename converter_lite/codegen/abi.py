@@ -5,9 +5,9 @@
 ``args`` holds the data pointers of the kernel's inputs then its outputs, in the order of the sub-graph's
 inputs and outputs; every buffer is C-contiguous with the static dtype and shape recorded in the KernelSpec
 (native/target.json).  Outputs must not overlap inputs.  ``num_threads`` <= 1 runs on the calling thread;
-above that, a kernel compiled as parallel (enough work, see ``lower_kernel``) runs its stages on libgomp's
-thread team (``GOMP_parallel``, a few microseconds per call); the threads share each stage's partition axis in
-chunks taken from an atomic counter (schedule.py).
+above that, a kernel compiled as parallel (enough work, see ``lower_kernel``) runs its stages through the
+thread pool of pool.py (chunks claimed from an atomic counter by the caller and up to num_threads - 1 workers;
+the caller never waits for a worker that has not started); schedule.py cuts the stages into chunks.
 Temporaries (reduction results) live on the stack when small, else in malloc'ed memory freed before return.
 
 Symbols are ``cl_<kernel name with non-identifier characters replaced by _>`` so they never collide with libc.
@@ -21,7 +21,8 @@ from llvmlite import ir
 
 from ..ir.core import Graph
 from .lower import KernelPlan, emit_stages, plan_kernel
-from .schedule import emit_run
+from .pool import declare_pool, emit_pool
+from .schedule import emit_chunk_bodies, emit_run
 from .types import BYTE_PTR, BYTE_PTR_PTR, I32, I64, VOID
 
 STACK_TEMP_LIMIT = 64 * 1024          # temporaries up to this size are stack allocated
@@ -57,7 +58,7 @@ def kernel_spec(name: str, graph: Graph, parallel: bool) -> KernelSpec:
 
 
 def is_parallel(plan: KernelPlan, threads: int, threshold: int) -> bool:
-    """Multi-threaded only when there is enough work to pay the ~1.3 us team dispatch."""
+    """Multi-threaded only when there is enough work to pay the pool dispatch (a few us)."""
     return threads > 1 and plan.work >= threshold and any(s.part_extent > 1 for s in plan.stages)
 
 
@@ -69,16 +70,17 @@ def lower_kernel(graph: Graph, sym: str, parallel: bool | None = None, *, thread
     plan = plan_kernel(graph)
     if parallel is None:
         parallel = is_parallel(plan, threads, threshold)
-    run = emit_run(module, plan, sym, emit_stages(module, plan, sym, kernel), parallel)
+    stage_fns = emit_stages(module, plan, sym, kernel)
+    run = emit_run(module, plan, sym, stage_fns)
+    bodies = emit_chunk_bodies(module, plan, sym, stage_fns) if parallel else []
     entry = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR_PTR, I64]), sym)
     args, nthreads = entry.args
     b = ir.IRBuilder(entry.append_basic_block("entry"))
     n_io = len(graph.inputs) + len(graph.outputs)
     temps = plan.temps
     heap = []
-    if temps or parallel:
-        slots = len(plan.buffers) + (1 if parallel else 0)
-        bufs = b.bitcast(b.alloca(ir.ArrayType(BYTE_PTR, slots)), BYTE_PTR_PTR)
+    if temps:
+        bufs = b.bitcast(b.alloca(ir.ArrayType(BYTE_PTR, len(plan.buffers))), BYTE_PTR_PTR)
         for i in range(n_io):
             b.store(b.load(b.gep(args, [ir.Constant(I64, i)])), b.gep(bufs, [ir.Constant(I64, i)]))
         malloc = ir.Function(module, ir.FunctionType(BYTE_PTR, [I64]), "malloc")
@@ -94,20 +96,16 @@ def lower_kernel(graph: Graph, sym: str, parallel: bool | None = None, *, thread
             b.store(p, b.gep(bufs, [ir.Constant(I64, t.slot)]))
     else:
         bufs = args
-    zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
-    if parallel:                      # one work counter per stage for the dynamic schedule (lower_stages)
-        counters = b.alloca(ir.ArrayType(I64, max(len(plan.stages), 1)))
-        b.store(ir.Constant(counters.type.pointee, None), counters)
-        b.store(b.bitcast(counters, BYTE_PTR), b.gep(bufs, [ir.Constant(I64, len(plan.buffers))]))
-        omp = _omp_outline(module, sym, run)
-        gomp_parallel = ir.Function(module, ir.FunctionType(VOID, [omp.type, BYTE_PTR, I32, I32]), "GOMP_parallel")
-        with b.if_else(b.icmp_signed(">", nthreads, one)) as (then, otherwise):
+    if bodies:
+        pool = declare_pool(module)
+        with b.if_else(b.icmp_signed(">", nthreads, ir.Constant(I64, 1))) as (then, otherwise):
             with then:
-                b.call(gomp_parallel, [omp, b.bitcast(bufs, BYTE_PTR), b.trunc(nthreads, I32), ir.Constant(I32, 0)])
+                for body, nchunks in bodies:
+                    b.call(pool, [body, bufs, ir.Constant(I64, nchunks), nthreads])
             with otherwise:
-                b.call(run, [bufs, zero, one])
+                b.call(run, [bufs])
     else:
-        b.call(run, [bufs, zero, one])
+        b.call(run, [bufs])
     if heap:
         free = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR]), "free")
         for p in heap:
@@ -116,24 +114,13 @@ def lower_kernel(graph: Graph, sym: str, parallel: bool | None = None, *, thread
     return module, parallel
 
 
-def _omp_outline(module: ir.Module, sym: str, run: ir.Function) -> ir.Function:
-    """``void sym.omp(void* bufs)``: the body each thread of the team runs."""
-    fn = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR]), f"{sym}.omp")
-    fn.linkage = "internal"
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    get_num = ir.Function(module, ir.FunctionType(I32, []), "omp_get_thread_num")
-    get_team = ir.Function(module, ir.FunctionType(I32, []), "omp_get_num_threads")
-    tid = b.sext(b.call(get_num, []), I64)
-    nt = b.sext(b.call(get_team, []), I64)
-    b.call(run, [b.bitcast(fn.args[0], BYTE_PTR_PTR), tid, nt])
-    b.ret_void()
-    return fn
-
-
-def export_wrappers(exports: list[tuple[str, str]]) -> ir.Module:
+def export_wrappers(exports: list[tuple[str, str]], pool: bool = False) -> ir.Module:
     """A module of ``void symbol(void**, int64) { tail call canonical(...) }`` for (symbol, canonical) pairs:
-    kernels with identical bodies share one compiled function."""
+    kernels with identical bodies share one compiled function.  ``pool``: it also defines the thread pool the
+    parallel kernels call (pool.py), once per shared object."""
     module = ir.Module(name="exports")
+    if pool:
+        emit_pool(module)
     fnty = ir.FunctionType(VOID, [BYTE_PTR_PTR, I64])
     declared: dict[str, ir.Function] = {}
     for symbol, canon in exports:

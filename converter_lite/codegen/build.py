@@ -27,7 +27,7 @@ from .library import KernelLibrary, resolve_target
 from .link import link_shared
 from .lower import check_supported
 
-CODEGEN_VERSION = "1"
+CODEGEN_VERSION = "2"
 PLACEHOLDER = "__cl_kernel__"
 PARALLEL_THRESHOLD = 1 << 15       # elements of work below which a kernel stays single-threaded
 
@@ -93,7 +93,7 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
         exports.append((symbol_for(name), canon))
         specs[name] = kernel_spec(name, graph, parallel)
     t_lower = time.perf_counter()
-    exports_ir = str(export_wrappers(exports))
+    exports_ir = str(export_wrappers(exports, pool=any(s.parallel for s in specs.values())))
     if not link:
         ll = _merged_ir(KernelLibrary(tspec), list(texts.values()) + [exports_ir]).encode()
         meta = dict(tspec.fingerprint(), codegen_version=CODEGEN_VERSION, so_sha256=None,

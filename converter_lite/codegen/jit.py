@@ -2,8 +2,10 @@
 here or the shipped shared object must not be loaded.  No C compiler is involved.
 
 ``jit_library(ll_text)`` re-targets the embedded IR to the host CPU, optimizes it and returns a JitLibrary
-whose ``address(symbol)`` gives the entry point of each kernel.  libgomp is loaded into the process first
-so parallel kernels resolve GOMP_parallel.
+whose ``address(symbol)`` gives the entry point of each kernel.  Parallel kernels bring their thread pool in the
+IR (pool.py); libgomp is still loaded first for models converted before the pool, whose IR calls GOMP_parallel.
+The engine must stay alive as long as the process may call the kernels (pool workers run its code), which the
+loader's per-process cache guarantees.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Object files -> one shared object, with the system C compiler driver (``cc -shared``).
 
 ``cc`` is only needed at conversion time; a missing one is a clear ConverterError naming what to install.
-Kernels that use threads are linked with ``-fopenmp`` so the .so depends on libgomp (GOMP_parallel).
+Kernels that use threads are linked with ``-pthread`` (their thread pool, codegen/pool.py, uses pthread_create);
+no OpenMP runtime is needed.
 """
 from __future__ import annotations
 
@@ -33,14 +34,14 @@ def link_shared(objects: list[bytes], openmp: bool, cc: str = "cc") -> bytes:
             paths.append(p)
         out = os.path.join(tmp, "lib.so")
         cmd = [exe, "-shared", "-o", out, *paths, "-lm", "-Wl,-z,noexecstack"]
-        if openmp:
-            cmd.insert(2, "-fopenmp")
+        if openmp:                                  # "uses threads" (the name predates pool.py)
+            cmd.insert(2, "-pthread")
         try:
             res = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=300)
         except (OSError, subprocess.SubprocessError) as e:
             raise ConverterError(RET_ERROR, f"linking native kernels failed: {e}") from None
         if res.returncode != 0:
-            hint = " (is libgomp installed? it comes with gcc)" if openmp and "gomp" in res.stderr else ""
+            hint = ""
             raise ConverterError(RET_ERROR, f"linking native kernels with {' '.join(cmd[:3])} failed{hint}: "
                                             f"{res.stderr.strip()[-2000:]}")
         with open(out, "rb") as f:

@@ -1,13 +1,12 @@
-"""Scheduling the stages of a kernel on one thread or on libgomp's team.
+"""Scheduling the stages of a kernel on one thread or on the thread pool (pool.py).
 
-``<sym>.run(bufs, tid, nthreads)`` is what each thread executes:
-* one thread: every stage over its whole partition axis, in order;
-* several threads (kernels compiled as parallel): each stage's partition axis is cut into at most CHUNKS chunks
-  that the threads take from an atomic counter (a preempted thread does not stall the others), with a
-  GOMP_barrier between stages;
+* one thread: ``<sym>.run(bufs)`` runs every stage over its whole partition axis, in order;
+* several threads (kernels compiled as parallel): each stage's partition axis is cut into at most CHUNKS chunks,
+  run through the pool one stage after the other (the pool returns when a stage's chunks are done: the
+  barrier between stages);
 * row-stitched kernels (``row_chunking``: softmax, layer norm, any chain whose reductions keep axis 0 and read
-  only their own rows): chunks of rows run every stage back to back while the rows are in cache, with no
-  barrier at all.
+  only their own rows): chunks of rows run every stage back to back while the rows are in cache, in one pool
+  call, on one thread or several.
 """
 from __future__ import annotations
 
@@ -20,45 +19,65 @@ from .reduce import REDUCE_OPS, ReduceStage
 from .types import BYTE_PTR_PTR, I64, VOID, storage_type
 
 
-def emit_run(module: ir.Module, plan: KernelPlan, sym: str, stage_fns: list[ir.Function], parallel: bool) -> ir.Function:
-    """Emits ``<sym>.run(i8** bufs, i64 tid, i64 nthreads)``, which calls the stages in order; returns it.
-
-    With one thread, each stage is called once over its whole partition axis.  With ``parallel`` and several
-    threads, a stage's partition axis is cut into at most CHUNKS chunks that the threads take in turn from an
-    atomic counter (``bufs[len(buffers)]`` points at one i64 counter per stage, zeroed by the caller), so a
-    thread that the OS preempts on a busy machine does not hold the others up; a barrier separates stages."""
-    run = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR_PTR, I64, I64]), f"{sym}.run")
+def emit_run(module: ir.Module, plan: KernelPlan, sym: str, stage_fns: list[ir.Function]) -> ir.Function:
+    """Emits ``<sym>.run(i8** bufs)``: every stage over its whole partition axis, in order, on this thread
+    (row-stitched kernels: every stage on one chunk of rows, chunk after chunk, while the rows are in cache)."""
+    run = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR_PTR]), f"{sym}.run")
     run.linkage = "internal"
-    bufs, _tid, nt = run.args
     b = ir.IRBuilder(run.append_basic_block("entry"))
-    ptrs = [b.bitcast(b.load(b.gep(bufs, [ir.Constant(I64, i)])), storage_type(buf.dtype).as_pointer())
-            for i, buf in enumerate(plan.buffers)]
-    counters = None
-    if parallel:
-        counters = b.bitcast(b.load(b.gep(bufs, [ir.Constant(I64, len(plan.buffers))])), I64.as_pointer())
+    ptrs = _ptrs(b, plan, run.args[0])
     rows = row_chunking(plan)
     if rows is not None:
-        _emit_row_chunks(b, plan, stage_fns, ptrs, rows, counters, nt)
-        b.ret_void()
-        return run
-    barrier = _declare(module, "GOMP_barrier", ir.FunctionType(VOID, [])) if parallel else None
-    for k, (st, fn) in enumerate(zip(plan.stages, stage_fns)):
-        if k and barrier is not None:
-            with b.if_then(b.icmp_signed(">", nt, ir.Constant(I64, 1))):
-                b.call(barrier, [])
-        if st.part_extent == 0:
-            continue
-        whole = [ir.Constant(I64, 0), ir.Constant(I64, st.part_extent)]
-        if counters is None:
-            b.call(fn, ptrs + whole)
-            continue
-        with b.if_else(b.icmp_signed(">", nt, ir.Constant(I64, 1))) as (many, one):
-            with many:
-                _dynamic_chunks(b, fn, ptrs, st, b.gep(counters, [ir.Constant(I64, k)]))
-            with one:
-                b.call(fn, ptrs + whole)
+        n, chunk = rows
+        with for_range(b, 0, -(-n // chunk), "chunk") as c:
+            _run_row_chunk(b, plan, stage_fns, ptrs, rows, c)
+    else:
+        for st, fn in zip(plan.stages, stage_fns):
+            if st.part_extent:
+                b.call(fn, ptrs + [ir.Constant(I64, 0), ir.Constant(I64, st.part_extent)])
     b.ret_void()
     return run
+
+
+def emit_chunk_bodies(module: ir.Module, plan: KernelPlan, sym: str,
+                      stage_fns: list[ir.Function]) -> list[tuple[ir.Function, int]]:
+    """The parallel form: [(``<sym>.cK(i8** bufs, i64 chunk)``, number of chunks)] to run one after the other,
+    each through the thread pool (pool.py).  Row-stitched kernels have one body, which runs every stage on a
+    chunk of rows (no barrier between stages); other kernels have one body per stage, a stage's partition
+    axis cut into at most CHUNKS chunks."""
+    rows = row_chunking(plan)
+    out = []
+    if rows is not None:
+        fn, b, ptrs, c = _chunk_function(module, plan, f"{sym}.rows")
+        _run_row_chunk(b, plan, stage_fns, ptrs, rows, c)
+        b.ret_void()
+        return [(fn, -(-rows[0] // rows[1]))]
+    for k, (st, sfn) in enumerate(zip(plan.stages, stage_fns)):
+        extent, align = st.part_extent, st.part_align
+        if extent == 0:
+            continue
+        chunk = -(-extent // CHUNKS)
+        chunk = -(-chunk // align) * align
+        fn, b, ptrs, c = _chunk_function(module, plan, f"{sym}.c{k}")
+        lo = b.mul(c, ir.Constant(I64, chunk))
+        hi = b.add(lo, ir.Constant(I64, chunk))
+        hi = b.select(b.icmp_signed("<", hi, ir.Constant(I64, extent)), hi, ir.Constant(I64, extent))
+        b.call(sfn, ptrs + [lo, hi])
+        b.ret_void()
+        out.append((fn, -(-extent // chunk)))
+    return out
+
+
+def _ptrs(b: ir.IRBuilder, plan: KernelPlan, bufs: ir.Value) -> list[ir.Value]:
+    return [b.bitcast(b.load(b.gep(bufs, [ir.Constant(I64, i)])), storage_type(buf.dtype).as_pointer())
+            for i, buf in enumerate(plan.buffers)]
+
+
+def _chunk_function(module: ir.Module, plan: KernelPlan, name: str):
+    fn = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR_PTR, I64]), name)
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    return fn, b, _ptrs(b, plan, fn.args[0]), fn.args[1]
 
 
 CHUNKS = 64          # a parallel stage is cut into at most this many pieces
@@ -97,70 +116,16 @@ def row_chunking(plan: KernelPlan) -> tuple[int, int] | None:
     return n, max(1, ROW_CHUNK_ELEMS // max(row, 1))
 
 
-def _emit_row_chunks(b: ir.IRBuilder, plan: KernelPlan, stage_fns: list, ptrs: list, rows: tuple[int, int],
-                     counters, nt) -> None:
-    """for each chunk of rows (taken from an atomic counter by several threads): run every stage on it."""
+def _run_row_chunk(b: ir.IRBuilder, plan: KernelPlan, stage_fns: list, ptrs: list, rows: tuple[int, int],
+                   c: ir.Value) -> None:
+    """Every stage on rows [c*chunk, min((c+1)*chunk, n))."""
     n, chunk = rows
-    nchunks = -(-n // chunk)
-
-    def run_chunk(c):
-        lo = b.mul(c, ir.Constant(I64, chunk))
-        hi = b.add(lo, ir.Constant(I64, chunk))
-        hi = b.select(b.icmp_signed("<", hi, ir.Constant(I64, n)), hi, ir.Constant(I64, n))
-        for st, fn in zip(plan.stages, stage_fns):
-            if isinstance(st, MapStage) and st.flat:      # flat stages count elements, not rows
-                per_row = ir.Constant(I64, _numel(st.shape) // n)
-                b.call(fn, ptrs + [b.mul(lo, per_row), b.mul(hi, per_row)])
-            else:
-                b.call(fn, ptrs + [lo, hi])
-
-    def serial():
-        with for_range(b, 0, nchunks, "chunk") as c:
-            run_chunk(c)
-
-    if counters is None:
-        serial()
-        return
-    with b.if_else(b.icmp_signed(">", nt, ir.Constant(I64, 1))) as (many, one):
-        with many:
-            head = b.append_basic_block("rows.head")
-            body = b.append_basic_block("rows.body")
-            done = b.append_basic_block("rows.done")
-            b.branch(head)
-            b.position_at_end(head)
-            c = b.atomic_rmw("add", counters, ir.Constant(I64, 1), "monotonic")
-            b.cbranch(b.icmp_signed("<", c, ir.Constant(I64, nchunks)), body, done)
-            b.position_at_end(body)
-            run_chunk(c)
-            b.branch(head)
-            b.position_at_end(done)
-        with one:
-            serial()
-
-
-def _dynamic_chunks(b: ir.IRBuilder, fn: ir.Function, ptrs: list, st, counter: ir.Value) -> None:
-    """while ((c = counter++) < n) fn(ptrs, c*chunk, min((c+1)*chunk, extent))"""
-    extent, align = st.part_extent, st.part_align
-    chunk = -(-extent // CHUNKS)
-    chunk = -(-chunk // align) * align
-    n = -(-extent // chunk)
-    head = b.append_basic_block("chunk.head")
-    body = b.append_basic_block("chunk.body")
-    done = b.append_basic_block("chunk.done")
-    b.branch(head)
-    b.position_at_end(head)
-    c = b.atomic_rmw("add", counter, ir.Constant(I64, 1), "monotonic")
-    b.cbranch(b.icmp_signed("<", c, ir.Constant(I64, n)), body, done)
-    b.position_at_end(body)
     lo = b.mul(c, ir.Constant(I64, chunk))
     hi = b.add(lo, ir.Constant(I64, chunk))
-    hi = b.select(b.icmp_signed("<", hi, ir.Constant(I64, extent)), hi, ir.Constant(I64, extent))
-    b.call(fn, ptrs + [lo, hi])
-    b.branch(head)
-    b.position_at_end(done)
-
-
-def _declare(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Function:
-    fn = module.globals.get(name)
-    return fn if fn is not None else ir.Function(module, fnty, name)
-
+    hi = b.select(b.icmp_signed("<", hi, ir.Constant(I64, n)), hi, ir.Constant(I64, n))
+    for st, fn in zip(plan.stages, stage_fns):
+        if isinstance(st, MapStage) and st.flat:      # flat stages count elements, not rows
+            per_row = ir.Constant(I64, _numel(st.shape) // n)
+            b.call(fn, ptrs + [b.mul(lo, per_row), b.mul(hi, per_row)])
+        else:
+            b.call(fn, ptrs + [lo, hi])
