@@ -227,17 +227,33 @@ def emit_reduce(em, st: ReduceStage, lo: ir.Value, hi: ir.Value) -> None:
         return
     if st.inner:
         slot = em.alloca_entry(compute_type(adt))
+        # float max/min: a NaN-ignoring max (one vmaxps) and a separate "saw a NaN" flag, instead of the
+        # NaN-propagating llvm.maximum (six instructions per vector and a slow horizontal tail)
+        fast_ext = dtype.is_float and red.combine in ("max", "min")
+        nan_slot = em.alloca_entry(ir.IntType(1)) if fast_ext else None
         kept = st.kept
         with loop_nest(b, [extent(d) for d in kept], "k") as kc:
             b.store(identity(red, adt), slot)
+            if fast_ext:
+                b.store(ir.Constant(ir.IntType(1), 0), nan_slot)
             with loop_nest(b, [extent(d) for d in st.axes], "r") as rc, em.memo_scope():
                 coords = _merge(len(shape), kept, kc, st.axes, rc)
-                b.store(combine(em, red, b.load(slot), element(coords), adt), slot)
+                x = element(coords)
+                if fast_ext:
+                    b.store(b.or_(b.load(nan_slot), b.fcmp_unordered("uno", x, x)), nan_slot)
+                    name = "llvm.maxnum" if red.combine == "max" else "llvm.minnum"
+                    fn = em.math.intrinsic(name, x.type, 2)
+                    b.store(b.call(fn, [b.load(slot), x], fastmath=("nnan", "nsz")), slot)
+                else:
+                    b.store(combine(em, red, b.load(slot), x, adt), slot)
                 for v, buf in st.spill:
                     vi = Index(b, v.shape, coords)
                     em.store_compute(buf, vi, em.value_at(v, vi))
             full = _merge(len(shape), kept, kc, st.axes, [zero] * len(st.axes))
-            result = finalize(em, red, b.load(slot), count, adt)
+            acc = b.load(slot)
+            if fast_ext:
+                acc = b.select(b.load(nan_slot), ir.Constant(acc.type, math.nan), acc)
+            result = finalize(em, red, acc, count, adt)
             em.store_compute(st.dst, out_index(full), _to_out(em, result, adt, out_dtype))
         return
     acc = st.acc if st.acc is not None else st.dst

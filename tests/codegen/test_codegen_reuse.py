@@ -74,3 +74,20 @@ def lib(tmp_path_factory):
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_reuse_matches_reference(lib, case, threads, rng):
     check_case(lib, case, rng, num_threads=threads)
+
+
+def test_row_max_is_plain_vector_max_with_a_nan_flag():
+    """Float ReduceMax/Min accumulate with vmaxps/vminps (NaN-ignoring) and OR a NaN mask on the side, not with
+    the NaN-propagating llvm.maximum (a blend and a compare per vector); NaN rows still give NaN (above)."""
+    import re
+
+    from converter_lite.codegen import kernel_assembly
+    from converter_lite.runtime.native import host_cpu_flags
+    if "avx2" not in host_cpu_flags():
+        pytest.skip("needs an AVX2 host")
+    for op, ins in (("ReduceMax", "vmaxps"), ("ReduceMin", "vminps")):
+        g = make_graph("m", [(F32, (64, 128))], lambda b, x, op=op: b.op(op, x, _ax(b), keepdims=1))
+        _, asm = kernel_assembly(g, num_threads_hint=1)
+        assert re.search(ins + r"\s+%[yz]mm", asm), op
+        assert "vpmovd2m" not in asm and "vblendmps" not in asm and "vblendvps" not in asm, op
+        assert "vcmpunordps" in asm, op
