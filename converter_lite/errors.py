@@ -3,6 +3,7 @@ from __future__ import annotations
 
 RET_OK = 0
 RET_ERROR = -1
+RET_MEMORY_FAILED = -6
 RET_NOT_SUPPORT = -7
 RET_GRAPH_FILE_ERR = -200
 RET_NOT_FIND_OP = -300
@@ -14,6 +15,7 @@ RET_INPUT_PARAM_INVALID = -600
 DESCRIPTIONS = {
     RET_OK: "No error occurs.",
     RET_ERROR: "Common error code.",
+    RET_MEMORY_FAILED: "Failed to allocate memory.",
     RET_NOT_SUPPORT: "Not supported.",
     RET_GRAPH_FILE_ERR: "Failed to verify graph file.",
     RET_NOT_FIND_OP: "Failed to find operator.",

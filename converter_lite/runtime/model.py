@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import RET_INPUT_PARAM_INVALID, ConverterError
+from ..errors import RET_MEMORY_FAILED, RET_INPUT_PARAM_INVALID, ConverterError
 from ..ir.core import Node, TensorType
 from ..ir.dtype import DType
 from ..model.format import LoadedModel, load_model
@@ -87,8 +87,12 @@ class Model:
         fails.
         """
         inputs = self.check_feeds(feeds)
-        with np.errstate(all="ignore"):        # ONNX semantics: inf/nan results are values, not warnings
-            outs = self.plan.execute(inputs)
+        try:
+            with np.errstate(all="ignore"):        # ONNX semantics: inf/nan results are values, not warnings
+                outs = self.plan.execute(inputs)
+        except MemoryError:
+            raise ConverterError(RET_MEMORY_FAILED, f"{os.path.basename(self.path)}: not enough memory to run the "
+                                                    "model (its working buffers could not be allocated)") from None
         return self._outputs(outs)
 
     def run_profiled(self, feeds: Mapping[str, Any], timings: list[float]) -> dict[str, np.ndarray]:

@@ -56,3 +56,14 @@ def test_benchmark_rebuild_kernels_flag(ms):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "rebuilt for this host" in r.stderr and "Run Benchmark att.ms Success." in r.stdout
+
+
+def test_out_of_memory_during_run_is_a_clear_error(ms, monkeypatch):
+    model = converter_lite.load(ms)
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+    monkeypatch.setattr(model.plan, "execute", no_memory)
+    with pytest.raises(ConverterError, match="not enough memory") as e:
+        model.run(FEEDS)
+    assert e.value.code == -6
