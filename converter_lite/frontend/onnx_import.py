@@ -22,6 +22,7 @@ import onnx.inliner
 from ..errors import RET_GRAPH_FILE_ERR, RET_INFER_ERR, RET_INPUT_PARAM_INVALID, RET_NOT_FIND_OP, ConverterError
 from ..ir.builder import fresh_name
 from ..ir.core import Graph, Node, TensorType, Value
+from ..passes.simplify.dce import remove_dead_nodes
 from ..ops.registry import OPS, DynamicShapeError, KernelError, evaluate_node, infer_dynamic, infer_types
 from .legacy import LEGACY, constant_node_value
 from .protos import attribute_value, c_array, load_onnx, tensor_to_array, value_info_type
@@ -404,17 +405,3 @@ def _if_branch(importer: "_GraphImporter", n, attrs: dict, where: str) -> None:
             importer.env[out] = importer.env[vi.name]
 
 
-def remove_dead_nodes(graph: Graph) -> int:
-    """Drops nodes none of whose outputs reach a graph output; returns how many were removed."""
-    live = {id(v) for v in graph.outputs}
-    kept: list[Node] = []
-    removed = 0
-    for node in reversed(graph.nodes):
-        if any(id(o) in live for o in node.outputs):
-            kept.append(node)
-            live.update(id(v) for v in node.inputs if v is not None)
-        else:
-            node.detach()
-            removed += 1
-    graph.nodes = kept[::-1]
-    return removed
