@@ -64,3 +64,16 @@ def assert_close(actual, expected, rtol: float = 1e-5, atol: float = 1e-6, what:
         np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
     else:
         np.testing.assert_array_equal(actual, expected, err_msg=what)
+
+
+def check_infer(op, inputs, const, attrs, outs):
+    """The op table's inference for a node of ``op`` over ``inputs`` (names in ``const`` become constants)
+    gives exactly the types of the kernel's outputs ``outs``."""
+    from converter_lite.ir.core import Node, TensorType, Value
+    from converter_lite.ops.registry import OPS, infer_types
+
+    assert OPS[op].infer is not None, f"{op} has no inference function"
+    vals = [None if v is None else Value(k, const=v) if k in const else Value(k, TensorType.of(v))
+            for k, v in inputs.items()]
+    node = Node(op, vals, [Value(f"out{i}") for i in range(len(outs))], dict(attrs))
+    assert infer_types(node)[:len(outs)] == [TensorType.of(o) for o in outs], f"{op}: inference disagrees"

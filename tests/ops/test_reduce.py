@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import onnx.defs
 import pytest
-from helpers import assert_close, run_ort, single_op_model
+from helpers import assert_close, check_infer, run_ort, single_op_model
 
 import converter_lite.ops  # noqa: F401  (registers the op table)
 from converter_lite.ir.core import Node, TensorType, Value
@@ -46,13 +46,6 @@ def check(op, inputs: dict, n_outputs=1, opset=21, const=(), tol=None, **attrs):
     check_infer(op, inputs, const, attrs, ours)
     return ours
 
-
-def check_infer(op, inputs, const, attrs, outs):
-    assert OPS[op].infer is not None, f"{op} has no inference function"
-    vals = [None if v is None else Value(k, const=v) if k in const else Value(k, TensorType.of(v))
-            for k, v in inputs.items()]
-    node = Node(op, vals, [Value(f"out{i}") for i in range(len(outs))], dict(attrs))
-    assert infer_types(node)[:len(outs)] == [TensorType.of(o) for o in outs], f"{op}: inference disagrees"
 
 
 def allowed(op, dtype, opset=21) -> bool:
