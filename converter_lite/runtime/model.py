@@ -223,6 +223,7 @@ def _native_resolver(loaded: LoadedModel, num_threads: int, trust_native_code: b
             log.info("no native code for kernel %s (node %s); running its reference sub-graph", name, node.name)
             return None
         return _native_kernel(fn, node)
+    resolve.library = lib       # lowering reaches the library's support functions (codegen/support.py) through it
     return resolve
 
 
