@@ -20,6 +20,7 @@ from .index import INDEX_MAPS
 from .lower import check_supported
 from .reduce import REDUCE_OPS, REDUCERS
 from .scalar import SCALAR_EMITTERS
+from .support import SUPPORT, SUPPORT_OPS
 
 
 def supported_ops() -> frozenset[str]:
@@ -44,6 +45,8 @@ __all__ = [
     "SECTION_LL",
     "SECTION_SO",
     "SECTION_TARGET",
+    "SUPPORT",
+    "SUPPORT_OPS",
     "NativeBundle",
     "UnsupportedOpError",
     "build_kernels",

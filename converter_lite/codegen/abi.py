@@ -23,7 +23,8 @@ from ..ir.core import Graph
 from .lower import KernelPlan, emit_stages, plan_kernel
 from .pool import declare_pool, emit_pool
 from .schedule import emit_chunk_bodies, emit_run
-from .types import BYTE_PTR, BYTE_PTR_PTR, I32, I64, VOID
+from .support import SUPPORT, emit_support
+from .types import BYTE_PTR, BYTE_PTR_PTR, I64, VOID
 
 STACK_TEMP_LIMIT = 64 * 1024          # temporaries up to this size are stack allocated
 TEMP_ALIGN = 64
@@ -114,13 +115,16 @@ def lower_kernel(graph: Graph, sym: str, parallel: bool | None = None, *, thread
     return module, parallel
 
 
-def export_wrappers(exports: list[tuple[str, str]], pool: bool = False) -> ir.Module:
+def export_wrappers(exports: list[tuple[str, str]], pool: bool = False, support: bool = False) -> ir.Module:
     """A module of ``void symbol(void**, int64) { tail call canonical(...) }`` for (symbol, canonical) pairs:
     kernels with identical bodies share one compiled function.  ``pool``: it also defines the thread pool the
-    parallel kernels call (pool.py), once per shared object."""
+    parallel kernels call (pool.py), once per shared object.  ``support``: it also defines the support
+    functions (support.py) and, when there are any, the pool they use."""
     module = ir.Module(name="exports")
-    if pool:
+    if pool or (support and SUPPORT):
         emit_pool(module)
+    if support:
+        emit_support(module)
     fnty = ir.FunctionType(VOID, [BYTE_PTR_PTR, I64])
     declared: dict[str, ir.Function] = {}
     for symbol, canon in exports:

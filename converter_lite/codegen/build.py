@@ -26,6 +26,7 @@ from .errors import UnsupportedOpError
 from .library import KernelLibrary, resolve_target
 from .link import link_shared
 from .lower import check_supported
+from .support import SUPPORT
 
 CODEGEN_VERSION = "2"
 PLACEHOLDER = "__cl_kernel__"
@@ -93,11 +94,12 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
         exports.append((symbol_for(name), canon))
         specs[name] = kernel_spec(name, graph, parallel)
     t_lower = time.perf_counter()
-    exports_ir = str(export_wrappers(exports, pool=any(s.parallel for s in specs.values())))
+    threads = any(s.parallel for s in specs.values()) or bool(SUPPORT)     # the pool needs -pthread
+    exports_ir = str(export_wrappers(exports, pool=threads, support=True))
     if not link:
         ll = _merged_ir(KernelLibrary(tspec), list(texts.values()) + [exports_ir]).encode()
         meta = dict(tspec.fingerprint(), codegen_version=CODEGEN_VERSION, so_sha256=None,
-                    openmp=any(s.parallel for s in specs.values()), kernels=[s.to_json() for s in specs.values()])
+                    openmp=threads, support=sorted(SUPPORT), kernels=[s.to_json() for s in specs.values()])
         return NativeBundle({SECTION_LL: ll, SECTION_TARGET: json.dumps(meta, indent=1).encode()}, specs, skipped,
                             {"kernels": len(specs), "unique_kernels": len(texts), "compiled": 0,
                              "total_s": time.perf_counter() - t0})
@@ -116,12 +118,12 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
                 cache.put(key, ".o", obj)
             objects.append(obj)
         objects.append(lib.compile(exports_ir))
-        so = link_shared(objects, openmp=any(s.parallel for s in specs.values()), cc=cc)
+        so = link_shared(objects, openmp=threads, cc=cc)
         ll = _merged_ir(lib, list(texts.values()) + [exports_ir]).encode()
         cache.put(bundle_key, ".so", so)
         cache.put(bundle_key, ".ll", ll)
     meta = dict(tspec.fingerprint(), codegen_version=CODEGEN_VERSION, so_sha256=hashlib.sha256(so).hexdigest(),
-                openmp=any(s.parallel for s in specs.values()),
+                openmp=threads, support=sorted(SUPPORT),
                 kernels=[s.to_json() for s in specs.values()])
     sections = {SECTION_SO: so, SECTION_LL: ll, SECTION_TARGET: json.dumps(meta, indent=1).encode()}
     t_end = time.perf_counter()

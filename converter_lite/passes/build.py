@@ -1,6 +1,7 @@
 """``graph_kernel_build``: every fused kernel -> native code (LLVM via llvmlite), one shared object per model.
 
-1. Collect the GraphKernel nodes (in graph order, nested none).
+1. Collect the GraphKernel nodes (in graph order, nested none).  A graph with none still gets a shared object
+   when it has ops whose runtime kernels call the support drivers (codegen/support.py).
 2. Kernels the code generator cannot lower (an op without an emitter) stay interpreted; each is logged with
    the op at fault.
 3. ``codegen.build_kernels`` lowers, optimises for the target (``cpu_arch``/``cpu_type``/``cpu_feature``,
@@ -22,10 +23,12 @@ class GraphKernelBuild(Pass):
     name = "graph_kernel_build"
 
     def run(self, graph: Graph, ctx: PassContext) -> bool:
-        from .. import codegen      # llvmlite is loaded only when a model is actually built
+        from .. import codegen  # llvmlite is loaded only when a model is actually built
 
         kernels = [n for n in graph.nodes if n.op == "GraphKernel"]
-        if not kernels:
+        # a model without fused kernels still gets a shared object for its heavy ops' drivers (support.py)
+        drivers = bool(codegen.SUPPORT) and any(n.op in codegen.SUPPORT_OPS for n in graph.nodes)
+        if not kernels and not drivers:
             return False
         cfg = ctx.config
         target = {"cpu_arch": cfg.cpu_arch, "cpu_type": cfg.cpu_type, "cpu_feature": cfg.cpu_feature}
@@ -37,7 +40,7 @@ class GraphKernelBuild(Pass):
                 ctx.count("graph_kernel_build/interpreted")
             else:
                 todo.append((node.attrs["kernel_name"], node.attrs["graph"]))
-        if not todo:
+        if not todo and not drivers:
             return False
         t0 = time.perf_counter()
         bundle = codegen.build_kernels(todo, target=target, cache_dir=cfg.kernel_cache_dir,

@@ -126,9 +126,15 @@ class Program:
 class NodeCtx:
     """What a fast-kernel factory sees of one node: its input/output value ids, types and constants."""
 
-    def __init__(self, prog: Program, node: Node, ins: list, outs: list, num_threads: int):
+    def __init__(self, prog: Program, node: Node, ins: list, outs: list, num_threads: int, library=None):
         self.prog, self.node, self.ins, self.outs, self.num_threads = prog, node, ins, outs, num_threads
         self.attrs = node.attrs
+        self.library = library
+
+    def native(self, symbol: str) -> int | None:
+        """Address of the support function ``symbol`` (codegen/support.py) in the model's native library, or
+        None (no native code, native code off, or a model converted before the function existed)."""
+        return None if self.library is None else self.library.support(symbol)
 
     def value(self, i: int) -> PValue | None:
         vid = self.ins[i] if i < len(self.ins) else None
@@ -224,7 +230,7 @@ class _Lowerer:
             self._step(node, ins, kernel, _native_impl(fn))
             return
         outs = [self._new(o) for o in node.outputs]
-        ctx = NodeCtx(prog, node, ins, outs, self.num_threads)
+        ctx = NodeCtx(prog, node, ins, outs, self.num_threads, getattr(self.resolve, "library", None))
         impl = None
         static = all(vid is None or not prog.values[vid].dynamic for vid in ins + outs)
         factory = self.fast.get(node.op) if static else None

@@ -236,6 +236,16 @@ class NativeLibrary:
                 jit = _loaded[key] = jit_library(ll.decode())
         return cls(meta, jit.address, jit, True, num_threads)
 
+    def support(self, symbol: str) -> int | None:
+        """Address of the support function ``symbol`` (codegen/support.py), or None when the model's native
+        code does not carry it (models converted before it existed)."""
+        if symbol not in self.meta.get("support", ()):
+            return None
+        try:
+            return int(self._resolve(symbol))
+        except (KeyError, AttributeError, OSError):
+            return None
+
     def kernel(self, name: str, num_threads: int | None = None) -> NativeKernel:
         spec = self._specs.get(name)
         if spec is None:

@@ -1,0 +1,29 @@
+"""Support functions: model-independent native drivers emitted into every model's shared object.
+
+Fused kernels are specialised per sub-graph; support functions are generic drivers the runtime calls for the
+heavy non-fused ops (GEMM split across the thread pool, convolution tiles), with every size passed at run
+time.  Each entry of ``SUPPORT`` maps an exported symbol to the function that emits its definition into an
+``ir.Module`` (the module also holds the thread pool, pool.py, which the drivers may call).  The list of
+symbols goes into the model's ``native/target.json`` (``"support"``), so a runtime finds out from the file
+which drivers a model carries (older models carry none and run those ops through numpy).
+
+``SUPPORT_OPS``: ops whose fast runtime kernels use a driver; a model containing one gets a shared object even
+when it has no fused kernel.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from llvmlite import ir
+
+SUPPORT: dict[str, Callable[[ir.Module], ir.Function]] = {}
+
+SUPPORT_OPS = frozenset({"MatMul", "Gemm", "Conv", "FusedMatMul"})
+
+
+def emit_support(module: ir.Module) -> list[str]:
+    """Defines every support function in ``module``; returns their symbols (sorted)."""
+    for symbol in sorted(SUPPORT):
+        if module.globals.get(symbol) is None:
+            SUPPORT[symbol](module)
+    return sorted(SUPPORT)
