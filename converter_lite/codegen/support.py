@@ -16,7 +16,13 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
-SUPPORT: dict[str, Callable[[ir.Module], ir.Function]] = {}
+from .conv_driver import CONV_SYMBOLS, emit_conv_f32, emit_conv_f64
+from .gemm_driver import GEMM_TILES_SYMBOL, emit_gemm_tiles
+
+SUPPORT: dict[str, Callable[[ir.Module], ir.Function]] = {
+    GEMM_TILES_SYMBOL: emit_gemm_tiles,
+    CONV_SYMBOLS["float32"]: emit_conv_f32, CONV_SYMBOLS["float64"]: emit_conv_f64,
+}
 
 SUPPORT_OPS = frozenset({"MatMul", "Gemm", "Conv", "FusedMatMul"})
 
