@@ -488,6 +488,8 @@ __all__ = [
     "FusionSwitch",
     "FusionSwitchSection",
     "GraphKernelConfig",
+    "config_from_json",
+    "config_to_json",
     "load_config_file",
     "load_fusion_switch_file",
     "onnx_op_name",
@@ -498,3 +500,29 @@ __all__ = [
     "section_to_flags",
     "tokenize_flags",
 ]
+
+
+# -- round trip through a .ms file (re-specializing a model for other input shapes) -----------------------------
+def config_to_json(cfg: GraphKernelConfig) -> dict:
+    """The fields that decide what a conversion builds (flags, fusion switch, thread hint), JSON-able."""
+    out = {k: getattr(cfg, k) for k in FLAG_KEYS}
+    out["num_threads_hint"] = cfg.num_threads_hint
+    if cfg.fusion_switch is not None:
+        out["fusion_switch"] = dataclasses.asdict(cfg.fusion_switch)
+    return json.loads(json.dumps(out))
+
+
+def config_from_json(data: Mapping) -> GraphKernelConfig:
+    """Inverse of ``config_to_json`` (lists back to tuples; unknown keys are ignored)."""
+    fields = {f.name for f in dataclasses.fields(GraphKernelConfig)}
+    values = {k: _tuples(v) for k, v in data.items() if k in fields and k != "fusion_switch"}
+    fs = data.get("fusion_switch")
+    if fs is not None:
+        values["fusion_switch"] = FusionSwitch(
+            **{k: FusionSwitchSection(sec["default"], tuple((str(n), bool(on)) for n, on in sec["passes"]))
+               for k, sec in fs.items()})
+    return GraphKernelConfig(**values)
+
+
+def _tuples(v):
+    return tuple(_tuples(x) for x in v) if isinstance(v, list) else v

@@ -14,13 +14,21 @@ import time
 from dataclasses import dataclass, field
 
 from . import __version__
-from .config import GraphKernelConfig, load_config_file, load_fusion_switch_file, parse_flags, resolve_flags
+from .config import (
+    GraphKernelConfig,
+    config_to_json,
+    load_config_file,
+    load_fusion_switch_file,
+    parse_flags,
+    resolve_flags,
+)
 from .errors import RET_INPUT_PARAM_INVALID, RET_NOT_SUPPORT, ConverterError
 from .ir.core import Graph
 
 log = logging.getLogger("converter_lite")
 
 OPTIMIZE_CHOICES = ("none", "general", "gpu_oriented", "ascend_oriented")
+SOURCE_SECTION = "source/model.onnx"
 
 
 @dataclass
@@ -55,7 +63,11 @@ def build_config(config_file: str | None = None, *, graph_kernel_flags: str | No
 
 
 def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, optimize: str = "general",
-                  input_shape: dict | str | None = None, fp16: bool = False) -> ConvertResult:
+                  input_shape: dict | str | None = None, fp16: bool = False,
+                  embed_source: bool = True) -> ConvertResult:
+    """Converts ``model_file`` (path or ModelProto) to ``output_file`` (.ms).  A model whose inputs have dynamic
+    dims gets its ONNX source embedded (``embed_source``, not with ``fp16``) so a run with other shapes can
+    re-specialize it: the file then holds the weights twice."""
     from .frontend.onnx_import import import_model, parse_input_shapes
     from .model.format import save_model
     from .passes.manager import run_graph_kernel_optimizer
@@ -102,6 +114,12 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
         "fusion_stats": stats,
         "fp16_weights": fp16,
     }
+    if embed_source and not fp16 and graph.metadata.get("dynamic_inputs"):
+        # the runtime re-specializes the model for other shapes of the dynamic dims from this (runtime/reshape.py);
+        # not with fp16 weights, whose point is a small file (the source holds them in float32)
+        from .frontend.onnx_import import source_bytes
+        artifacts[SOURCE_SECTION] = source_bytes(model_file)
+        metadata["reconvert"] = {"config": config_to_json(config), "optimize": optimize, "fp16": fp16}
     _make_output_dir(out_path)
     save_model(out_path, graph, metadata, artifacts or None)
     timings["save"] = time.perf_counter() - t0

@@ -137,7 +137,7 @@ def _run(opts: BenchmarkOptions, name: str, report: dict, out: Printer, err: Pri
     report["load_time_ms"] = load_ms
     report["native_kernels"] = sum(k.native for k in model.kernels)
     if opts.input_shapes:
-        check_input_shapes(model, opts.input_shapes)
+        model = check_input_shapes(model, opts.input_shapes)
     if opts.in_data_file:
         feeds = read_input_files(model, [p.strip() for p in opts.in_data_file.split(",") if p.strip()])
         source = opts.in_data_file

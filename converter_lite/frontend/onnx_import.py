@@ -11,6 +11,7 @@ Steps, in order:
 """
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 
@@ -19,13 +20,32 @@ import onnx
 import onnx.defs
 import onnx.inliner
 
-from ..errors import RET_GRAPH_FILE_ERR, RET_INFER_ERR, RET_INPUT_PARAM_INVALID, RET_NOT_FIND_OP, ConverterError
+from ..errors import (
+    RET_GRAPH_FILE_ERR,
+    RET_INFER_ERR,
+    RET_INPUT_PARAM_INVALID,
+    RET_NOT_FIND_OP,
+    ConverterError,
+)
 from ..ir.builder import fresh_name
 from ..ir.core import Graph, Node, TensorType, Value
+from ..ops.registry import (
+    OPS,
+    DynamicShapeError,
+    KernelError,
+    evaluate_node,
+    infer_dynamic,
+    infer_types,
+)
 from ..passes.simplify.dce import remove_dead_nodes
-from ..ops.registry import OPS, DynamicShapeError, KernelError, evaluate_node, infer_dynamic, infer_types
 from .legacy import LEGACY, constant_node_value
-from .protos import attribute_value, c_array, load_onnx, tensor_to_array, value_info_type
+from .protos import (
+    attribute_value,
+    c_array,
+    load_onnx,
+    tensor_to_array,
+    value_info_type,
+)
 
 log = logging.getLogger("converter_lite")
 
@@ -191,6 +211,17 @@ def import_model(model, input_shapes: dict[str, tuple[int, ...]] | None = None, 
     return _GraphImporter(proto, where, input_shapes or {}, fold).run()
 
 
+def source_bytes(model) -> bytes:
+    """The serialized ONNX model (path or ModelProto) with its external data inlined: what a ``.ms`` of a model
+    with dynamic input dims embeds so the runtime can specialize it again for other shapes."""
+    proto = load_onnx(model)
+    try:
+        return proto.SerializeToString()
+    except ValueError as e:         # > 2 GB: protobuf cannot hold it
+        raise ConverterError(RET_GRAPH_FILE_ERR, f"{model if isinstance(model, str) else 'model'}: cannot "
+                                                 f"embed the source model for re-specialization: {e}") from None
+
+
 class _GraphImporter:
     def __init__(self, proto: onnx.ModelProto, where: str, input_shapes: dict, fold: bool):
         self.proto, self.where = proto, where
@@ -199,6 +230,7 @@ class _GraphImporter:
         self.graph = Graph(proto.graph.name or "main")
         self.em = _Emitter(self.graph, where, fold)
         self.env: dict[str, Value] = {}
+        self.dynamic_axes: dict[str, list[int]] = {}    # input -> axes the source model leaves dynamic
 
     def run(self) -> Graph:
         g = self.proto.graph
@@ -220,6 +252,8 @@ class _GraphImporter:
         _check_declared_outputs(g, outputs, self.where)
         self.graph.metadata["onnx_opset"] = str(self.opset)
         self.graph.metadata["producer"] = f"{self.proto.producer_name} {self.proto.producer_version}".strip()
+        if self.dynamic_axes:
+            self.graph.metadata["dynamic_inputs"] = json.dumps(self.dynamic_axes)
         remove_dead_nodes(self.graph)
         _check_sizes(self.graph, self.where)
         if self.em.dynamic:
@@ -239,6 +273,9 @@ class _GraphImporter:
             if vi.name in self.env and vi.name not in self.input_shapes:
                 continue     # IR < 4 lists initializers as inputs too: they stay constants
             dtype, dims = value_info_type(vi, self.where)
+            axes = [i for i, d in enumerate(dims or []) if not isinstance(d, int)]
+            if axes:
+                self.dynamic_axes[vi.name] = axes
             if vi.name in self.input_shapes:
                 shape = self.input_shapes[vi.name]
                 if dims is not None and len(dims) != len(shape):

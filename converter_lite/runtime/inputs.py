@@ -147,15 +147,20 @@ def parse_input_shapes(spec: str) -> list[tuple[int, ...]]:
     return shapes
 
 
-def check_input_shapes(model, spec: str) -> None:
-    """Shapes are static in a converted model: ``--inputShapes`` may only restate them."""
+def check_input_shapes(model, spec: str):
+    """``--inputShapes``: the model for those shapes.  A converted model is static, so the shapes must restate
+    the converted ones, except on the axes the source model left dynamic, where the model is specialized again
+    (``Model.specialized``, runtime/reshape.py)."""
     shapes = parse_input_shapes(spec)
     inputs = list(model.graph.inputs)
     if len(shapes) != len(inputs):
         raise _bad(f"--inputShapes={spec} gives {len(shapes)} shape(s) but the model has {len(inputs)} input(s): "
                    + ", ".join(f"{v.name} {list(v.type.shape)}" for v in inputs))
+    if getattr(model, "_reshaper", None) is not None:
+        return model.specialized({v.name: shape for shape, v in zip(shapes, inputs)})
     for shape, v in zip(shapes, inputs):
         if shape != v.type.shape:
             raise _bad(f"--inputShapes: input {v.name!r} has the static shape {','.join(map(str, v.type.shape))}, "
                        f"not {','.join(map(str, shape))}; shapes are fixed at conversion "
                        "(re-convert with converter_lite --inputShape to change them)")
+    return model

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ from ..ir.core import Node, TensorType
 from ..ir.dtype import DType
 from ..model.format import LoadedModel, load_model
 from .plan import Plan
+from .reshape import Reshaper
 from .threads import configure_openmp
 
 NATIVE_PREFIX = "native/"
@@ -73,6 +75,9 @@ class Model:
         self.kernels: list[KernelInfo] = [KernelInfo(k.node.name, k.node.op, k.source_nodes, k.native)
                                           for k in self.plan.kernels]
         self._inputs = {name: (i, t) for i, (name, t) in enumerate(zip(self.input_names, self.input_types))}
+        self._reshaper = Reshaper.of(loaded, {v.name: v.type.shape for v in loaded.graph.inputs},
+                                     lambda p: Model(load_model(p), num_threads, native, adaptive_threads,
+                                                     trust_native_code))
 
     @property
     def uses_native_code(self) -> bool:
@@ -86,6 +91,10 @@ class Model:
         missing/unknown name or a dtype/shape mismatch, and ConverterError(-303) naming the node when a kernel
         fails.
         """
+        if self._reshaper is not None:              # dynamic dims fed at other sizes: runtime/reshape.py
+            shapes = self._reshaper.shapes_for(feeds)
+            if shapes is not None:
+                return self._reshaper.model_for(shapes).run(feeds)
         inputs = self.check_feeds(feeds)
         try:
             with np.errstate(all="ignore"):        # ONNX semantics: inf/nan results are values, not warnings
@@ -102,6 +111,25 @@ class Model:
         with np.errstate(all="ignore"):
             outs = self.plan.execute(inputs, timings)
         return self._outputs(outs)
+
+    def specialized(self, shapes: Mapping[str, Sequence[int]]) -> Model:
+        """This model for the given input shapes: itself when they are the converted ones, else (for inputs
+        whose source model has dynamic dims) the model converted again for them (runtime/reshape.py).  Raises
+        ConverterError(-600) naming the input when a shape cannot be used."""
+        want = {k: tuple(int(d) for d in v) for k, v in shapes.items()}
+        for name in want:
+            if name not in self._inputs:
+                raise _bad(f"unknown input {name!r}; the model's inputs are {self._describe_inputs()}")
+        if all(want.get(n, t.shape) == t.shape for n, t in zip(self.input_names, self.input_types)):
+            return self
+        probe = {n: SimpleNamespace(shape=want.get(n, t.shape)) for n, t in zip(self.input_names, self.input_types)}
+        target = None if self._reshaper is None else self._reshaper.shapes_for(probe)
+        if target is None:
+            bad = next(n for n, t in zip(self.input_names, self.input_types) if want.get(n, t.shape) != t.shape)
+            dyn = "" if self._reshaper is None else f" (dynamic axes: {sorted(self._reshaper.dynamic.get(bad, ()))})"
+            raise _bad(f"input {bad!r}: shape {list(want[bad])} cannot be used; the model was converted for "
+                       f"{self._inputs[bad][1]}{dyn} (re-convert with --inputShape to change fixed dims)")
+        return self._reshaper.model_for(target)
 
     def _outputs(self, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
         return {name: a if a.flags.writeable else a.copy() for name, a in zip(self.output_names, arrays)}

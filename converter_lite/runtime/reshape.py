@@ -1,0 +1,114 @@
+"""Running a model with dynamic input dims at shapes other than the ones it was converted for.
+
+The IR is static: a dynamic dim of the ONNX model is fixed at conversion (``--inputShape``, else 1).  So that a
+user can still feed the shapes the source model accepts, the converter embeds the ONNX source of such a model
+(section ``source/model.onnx``, with ``metadata["reconvert"]``: the graph-kernel config it was built with) and
+the graph's ``dynamic_inputs`` metadata lists the axes the source leaves dynamic.
+
+``Reshaper.model_for(feeds)``: when a feed's shape differs from the converted one only on those axes, the model
+is converted again from the embedded source for exactly those shapes (same config, same optimizer, native code
+from the kernel cache when it was built before) and loaded; the result is cached per shape signature (at most
+``MAX_SHAPES``, least recently used dropped).  Every other mismatch is left to ``Model.check_feeds``, which
+names the input.  Re-specializing needs the converter (onnx, llvmlite and a C compiler, as converting does);
+a model without dynamic dims never takes this path.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import RET_INPUT_PARAM_INVALID, ConverterError
+
+SOURCE_SECTION = "source/model.onnx"
+MAX_SHAPES = 8
+log = logging.getLogger("converter_lite.runtime")
+
+
+class Reshaper:
+    """Specializations of one loaded model for other input shapes (see the module doc)."""
+
+    def __init__(self, path: str, source: bytes, metadata: Mapping[str, Any], dynamic: Mapping[str, list],
+                 declared: Mapping[str, tuple], load: Callable[[str], Any]):
+        self.path, self.source, self.metadata = path, source, metadata
+        self.dynamic = {name: frozenset(int(a) for a in axes) for name, axes in dynamic.items()}
+        self.declared = dict(declared)
+        self._load = load
+        self._models: OrderedDict[tuple, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, loaded, declared: Mapping[str, tuple], load: Callable[[str], Any]) -> Reshaper | None:
+        """The reshaper of a loaded ``.ms`` (``model.format.LoadedModel``), or None when it has no dynamic dims
+        or no embedded source."""
+        dyn = loaded.graph.metadata.get("dynamic_inputs")
+        source = loaded.sections.get(SOURCE_SECTION)
+        if not dyn or source is None or "reconvert" not in loaded.metadata:
+            return None
+        try:
+            dynamic = {k: v for k, v in json.loads(dyn).items() if k in declared}
+        except ValueError:
+            return None
+        return cls(loaded.path, bytes(source), loaded.metadata, dynamic, declared, load) if dynamic else None
+
+    def shapes_for(self, feeds: Mapping[str, Any]) -> dict[str, tuple] | None:
+        """The input shapes to specialize for, or None when the feeds need no re-specialization (they match the
+        converted shapes, or differ in a way only ``check_feeds`` should report)."""
+        shapes, differs = {}, False
+        for name, declared in self.declared.items():
+            shape = getattr(feeds.get(name), "shape", None) if isinstance(feeds, Mapping) else None
+            if shape is None:
+                return None
+            shape = tuple(int(d) for d in shape)
+            if shape != declared:
+                axes = self.dynamic.get(name, frozenset())
+                if len(shape) != len(declared) or any(s != d and i not in axes
+                                                      for i, (s, d) in enumerate(zip(shape, declared))):
+                    return None
+                differs = True
+            shapes[name] = shape
+        return shapes if differs else None
+
+    def model_for(self, shapes: Mapping[str, tuple]):
+        """The model specialized for ``shapes`` (converted on first use, then cached)."""
+        key = tuple(sorted(shapes.items()))
+        with self._lock:
+            model = self._models.get(key)
+            if model is not None:
+                self._models.move_to_end(key)
+                return model
+            model = self._convert(shapes)
+            self._models[key] = model
+            while len(self._models) > MAX_SHAPES:
+                self._models.popitem(last=False)
+            return model
+
+    def _convert(self, shapes: Mapping[str, tuple]):
+        from ..config import config_from_json
+        from ..pipeline import convert_model
+
+        spec = self.metadata["reconvert"]
+        described = ", ".join(f"{k}:{list(v)}" for k, v in shapes.items())
+        log.info("%s: specializing the model for input shapes %s", os.path.basename(self.path), described)
+        with tempfile.TemporaryDirectory(prefix="converter_lite_reshape_") as tmp:
+            src = os.path.join(tmp, "source.onnx")
+            with open(src, "wb") as f:
+                f.write(self.source)
+            try:
+                result = convert_model(src, os.path.join(tmp, "model"), config=config_from_json(spec["config"]),
+                                       optimize=spec.get("optimize", "general"), input_shape=dict(shapes),
+                                       fp16=bool(spec.get("fp16", False)), embed_source=False)
+            except ConverterError as e:
+                raise ConverterError(e.code, f"{os.path.basename(self.path)}: cannot run with input shapes "
+                                             f"{described}: {e.message}") from None
+            except Exception as e:        # the converter's own failure must still name the model and shapes
+                raise ConverterError(RET_INPUT_PARAM_INVALID, f"{os.path.basename(self.path)}: cannot run with "
+                                     f"input shapes {described}: {type(e).__name__}: {e}") from None
+            model = self._load(result.output_path)   # memory-mapped: the file may go once it is loaded
+        model.path = self.path                          # errors name the user's file
+        return model
