@@ -56,7 +56,8 @@ class _Command(click.Command):
               help="Input data: raw little-endian files (one per input, in input order), .npy files, or one "
                    ".npz keyed by input name.  Default: random inputs (seeded).")
 @click.option("--inputShapes", "input_shapes", metavar="1,3,224,224:1,128",
-              help="Input shapes (dims by ',', inputs by ':'); must equal the model's static shapes.")
+              help="Input shapes (dims by ',', inputs by ':'); the converted shapes, except that dims the "
+                   "source model leaves dynamic may differ (the model is specialized for them).")
 @click.option("--loopCount", "loop_count", type=int, default=10, show_default=True, help="Timed runs (> 0).")
 @click.option("--warmUpLoopCount", "warm_up_loop_count", type=int, default=3, show_default=True,
               help="Untimed warm-up runs.")
