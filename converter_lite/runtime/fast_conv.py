@@ -16,7 +16,9 @@ row at the end so shifted reads stay inside the buffer).  Then, by geometry:
 * **depthwise** (group = C = M): the same column layouts per channel and a batched ``[1, kh*kw] @ [kh*kw, L]``
   product per channel (no cross-channel GEMM to share).
 
-Groups 1 < g < C run the dense path per group.  Bound for several threads, the work is split by channel
+Dense convolutions (not depthwise) run through the native tile driver instead when the model's native code
+carries it (conv_native.py: im2col tiles in per-thread scratch + one BLAS GEMM per tile on the native thread
+pool); the numpy paths below are the fallback.  Groups 1 < g < C run the dense path per group.  Bound for several threads, the work is split by channel
 blocks (padding, im2col, depthwise) and by output-channel blocks (GEMM, crop); the im2col workspace is bounded by processing the
 output rows in blocks (``COLS_LIMIT``).  A ``Pad`` (constant 0, spatial axes only) feeding the Conv is
 absorbed into its padding.  Only float32/float64, 2-D, constant weights; else the reference kernel runs.
@@ -31,6 +33,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..ops.nn_window import resolve_window
 from ..ops.registry import KernelError
 from ..ops.tensor_pad import pad_amounts
+from .conv_native import native_dense
 from .lowering import Impl, NodeCtx
 from .parallel import parallel_calls, split_rows
 
@@ -126,6 +129,8 @@ def _conv(ctx: NodeCtx):
     geo = _Geo(n, c, h, wd, m, group, kh, kw, win.strides, win.dilations, pads, tuple(win.out), x.dtype)
     if cg == 1 and m == c:
         plan = _Depthwise(geo, wc, bias)
+    elif (plan := native_dense(ctx, geo, wc, bias)) is not None:
+        pass
     else:
         # the wide rows compute wp/ow times the GEMM: on small images the strided im2col copy costs less
         geo.wide = geo.wide and 4 * geo.wp <= 5 * geo.ow

@@ -1,0 +1,113 @@
+"""Dense 2-D Conv through the native tile driver (codegen/conv_driver.py): im2col tiles in per-thread scratch +
+numpy's own CBLAS GEMM per tile, spread over the native thread pool, bias fused in the epilogue.
+
+``native_dense(ctx, geo, w, bias)`` -> a plan (``workspace``, ``bind``) or None when the model's native code has
+no driver for the dtype (no native code, native code off, a model converted before the driver existed) or
+numpy's BLAS exposes no CBLAS GEMM (runtime/blas.py); fast_conv.py then runs its numpy path.
+
+Tiling (``tiles``): a tile's columns ``[K, P]`` (``K = C/G * kh * kw``) fit in ``COLS_BYTES`` so that the copy
+and the GEMM reading it stay in L2; with several threads the pixels, then the output channels, are split
+further until there are ``CHUNKS_PER_THREAD`` tiles per thread (never below ``MIN_TILE_WORK`` multiply-adds
+per tile, where waking a worker costs more than it saves).  A bound step is one ctypes call on a record
+(``FIELDS``, the layout codegen/conv_driver.py documents) that holds every address and size.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from .blas import gemm_entry
+
+SYMBOLS = {np.dtype(np.float32): "cl_conv2d_tiles_f32", np.dtype(np.float64): "cl_conv2d_tiles_f64"}
+FIELDS = ("n", "c", "h", "w", "m", "group", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "oh", "ow",
+          "x", "wt", "bias", "y", "residual", "scratch", "slot_bytes", "tile_p", "tile_m", "n_ptiles", "n_mtiles",
+          "gemm", "int64", "direct", "relu", "nslots")
+_F = {name: i for i, name in enumerate(FIELDS)}
+COLS_BYTES = 384 << 10            # im2col columns of one tile (per thread; L2 is 1 MB per core here)
+CHUNKS_PER_THREAD = 2
+MIN_TILE_WORK = 1 << 19           # multiply-adds (~10 us on one core)
+P_ALIGN = 16
+SLACK = 64                        # bytes a slot's last vector store may run past its columns
+_ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def tiles(n: int, group: int, mg: int, k: int, length: int, item: int, nt: int, direct: bool):
+    """(tile_p, tile_m, n_ptiles, n_mtiles) for ``n * group`` products ``[mg, k] @ [k, length]``."""
+    p_max = length if direct else max(P_ALIGN, COLS_BYTES // (k * item) // P_ALIGN * P_ALIGN)
+    n_p, n_m = _cdiv(length, p_max), 1
+    if nt > 1:
+        work = n * group * mg * k * length
+        want = max(1, min(CHUNKS_PER_THREAD * nt, work // max(1, MIN_TILE_WORK)))
+        units = n * group * n_p
+        if units < want:                          # more pixel tiles, down to 4 * P_ALIGN pixels each
+            n_p = max(n_p, min(_cdiv(want, n * group), max(1, length // (4 * P_ALIGN))))
+            units = n * group * n_p
+        if units < want:                          # then output-channel tiles of at least 16
+            n_m = max(1, min(_cdiv(want, units), mg // 16))
+    tile_p = _cdiv(length, n_p)
+    if tile_p % P_ALIGN and tile_p + P_ALIGN - tile_p % P_ALIGN <= p_max:
+        tile_p += P_ALIGN - tile_p % P_ALIGN
+    tile_m = _cdiv(mg, n_m)
+    if tile_m % 8 and tile_m < mg:
+        tile_m = min(mg, tile_m + 8 - tile_m % 8)
+    return tile_p, tile_m, _cdiv(length, tile_p), _cdiv(mg, tile_m)
+
+
+class NativeConv:
+    """A dense (not depthwise) Conv bound to the driver; ``geo`` is fast_conv's geometry (pads include any
+    absorbed Pad)."""
+
+    def __init__(self, geo, w: np.ndarray, bias, address: int, gemm, max_threads: int):
+        self.g, self.address, self.gemm = geo, address, gemm
+        self.w = np.ascontiguousarray(w, dtype=geo.dtype)
+        self.bias = None if bias is None else np.ascontiguousarray(np.asarray(bias).reshape(-1), dtype=geo.dtype)
+        self.direct = geo.pointwise
+        self.k = geo.c // geo.group * geo.taps
+        self.mg = geo.m // geo.group
+        self.max_threads = max(1, max_threads)
+        p_max = max(self.plan(nt)[0] for nt in {1, self.max_threads})
+        self.slot_bytes = 0 if self.direct else _cdiv(self.k * p_max * geo.item + SLACK, 64) * 64
+        self.workspace = self.slot_bytes * self.max_threads + (64 if self.slot_bytes else 0)
+
+    def plan(self, nt: int):
+        g = self.g
+        return tiles(g.n, g.group, self.mg, self.k, g.oh * g.ow, g.item, nt, self.direct)
+
+    def bind(self, ins, outs, ws, nt=1):
+        g, x, y = self.g, ins[0], outs[0]
+        nt = max(1, min(nt, self.max_threads))
+        tile_p, tile_m, n_p, n_m = self.plan(nt)
+        desc = np.zeros(len(FIELDS) + nt, np.int64)
+        scratch = ws.ctypes.data if self.slot_bytes else 0
+        if scratch % 64:
+            scratch += 64 - scratch % 64
+        vals = dict(n=g.n, c=g.c, h=g.h, w=g.w, m=g.m, group=g.group, kh=g.kh, kw=g.kw, sh=g.sh, sw=g.sw,
+                    dh=g.dh, dw=g.dw, pt=g.pads[0], pl=g.pads[1], oh=g.oh, ow=g.ow, x=x.ctypes.data,
+                    wt=self.w.ctypes.data, bias=0 if self.bias is None else self.bias.ctypes.data, y=y.ctypes.data,
+                    residual=0, scratch=scratch, slot_bytes=self.slot_bytes, tile_p=tile_p, tile_m=tile_m,
+                    n_ptiles=n_p, n_mtiles=n_m, gemm=self.gemm.address, int64=int(self.gemm.int64),
+                    direct=int(self.direct), relu=0, nslots=nt)
+        for name, v in vals.items():
+            desc[_F[name]] = v
+        fn, ptr, keep = _ENTRY(self.address), desc.ctypes.data, (x, y, ws, self.w, self.bias, desc)
+
+        def run():
+            fn(ptr, nt)
+        run.conv_desc, run.keep = desc, keep
+        return run
+
+
+def native_dense(ctx, geo, w: np.ndarray, bias):
+    """A NativeConv for ``ctx``'s Conv, or None (see the module doc)."""
+    symbol = SYMBOLS.get(geo.dtype)
+    address = None if symbol is None else ctx.native(symbol)
+    gemm = gemm_entry(geo.dtype) if address else None
+    if not address or gemm is None:
+        return None
+    return NativeConv(geo, w, bias, address, gemm, ctx.num_threads)
+

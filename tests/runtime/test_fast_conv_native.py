@@ -1,0 +1,149 @@
+"""runtime/fast_conv.py on the native convolution tile driver (runtime/conv_native.py, codegen/conv_driver.py):
+dense Conv steps bound to one driver call, checked against the reference kernel and onnxruntime on 1 and 2
+threads (strides, asymmetric pads, dilations, groups, kernel sizes, batches, bias or not, float32/float64,
+tiles that start and end inside output rows); the numpy path without native code."""
+from __future__ import annotations
+
+import numpy as np
+import onnx.helper as oh
+import pytest
+
+from converter_lite.codegen import build_kernels
+from converter_lite.ir import Graph, Node, TensorType, Value
+from converter_lite.ir.dtype import DType
+from converter_lite.ir.interpret import eval_graph
+from converter_lite.ops.registry import infer_types
+from converter_lite.runtime import conv_native
+from converter_lite.runtime.blas import gemm_entry
+from converter_lite.runtime.native import NativeLibrary
+from converter_lite.runtime.plan import Plan
+from tests.helpers import make_model, run_ort, tensor_info
+
+pytestmark = pytest.mark.skipif(gemm_entry(np.float32) is None, reason="numpy's BLAS exposes no CBLAS gemm")
+
+
+class _Resolver:
+    """No fused kernels; carries the library whose support functions the fast kernels use."""
+
+    def __init__(self, library):
+        self.library = library
+
+    def __call__(self, node):
+        return None
+
+
+@pytest.fixture(scope="module")
+def resolver():
+    return _Resolver(NativeLibrary.from_sections(build_kernels([], cache_dir="").sections))
+
+
+def _graph(x, w, b, attrs, pad=None):
+    xv = Value("x", TensorType(DType.from_np(x.dtype), tuple(x.shape)))
+    ins, nodes, src = [xv, Value("w", const=w), None if b is None else Value("b", const=b)], [], xv
+    if pad is not None:                                    # a Pad the Conv absorbs
+        src = Value("xp")
+        node = Node("Pad", [xv, Value("pads", const=np.array(pad, np.int64))], [src], {}, name="pad")
+        src.type = infer_types(node)[0]
+        nodes.append(node)
+    ins[0] = src
+    out = Value("y")
+    node = Node("Conv", [v for v in ins if v is not None] if b is not None else ins[:2], [out], attrs, name="conv")
+    out.type = infer_types(node)[0]
+    return Graph("case", [xv], [out], nodes + [node])
+
+
+def _run(resolver, x, w, b, attrs, driver=True, pad=None):
+    g = _graph(x, w, b, attrs, pad)
+    want = eval_graph(g, [x])[0]
+    plan = Plan(g, resolver, num_threads=2, adaptive=False)
+    tol = 1e-4 if x.dtype == np.float32 else 1e-12
+    for nt in (1, 2):
+        for _ in range(2):                                      # a second run reuses the bound steps
+            got = plan.execute([x], num_threads=nt)[0]
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+        used = [getattr(c, "conv_desc", None) is not None for c in plan._free[-1].calls(nt)]
+        assert driver in used and (driver or not any(used)), f"driver used: {used}, expected {driver}"
+    return want
+
+
+def _arr(rng, *shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+@pytest.fixture(params=["default", "small_tiles"])
+def tiling(request, monkeypatch):
+    if request.param == "small_tiles":                          # many tiles, starting and ending inside rows
+        monkeypatch.setattr(conv_native, "COLS_BYTES", 1500)
+        monkeypatch.setattr(conv_native, "MIN_TILE_WORK", 0)
+        monkeypatch.setattr(conv_native, "P_ALIGN", 5)
+    return request.param
+
+
+CASES = [  # x shape, w shape, attrs
+    ((1, 3, 17, 19), (8, 3, 3, 3), dict(pads=(1, 1, 1, 1))),
+    ((2, 4, 20, 21), (6, 2, 3, 3), dict(strides=(2, 2), pads=(0, 1, 2, 0), group=2)),
+    ((1, 5, 23, 23), (7, 5, 7, 7), dict(strides=(3, 3), pads=(3, 3, 3, 3))),
+    ((1, 3, 31, 30), (8, 3, 7, 7), dict(strides=(2, 2), pads=(3, 2, 1, 3))),
+    ((1, 6, 15, 16), (9, 6, 3, 3), dict(strides=(1, 2), pads=(2, 2, 2, 2), dilations=(2, 2))),
+    ((1, 6, 12, 13), (6, 3, 3, 2), dict(strides=(2, 1), pads=(1, 0, 0, 1), dilations=(1, 3), group=2)),
+    ((2, 8, 9, 9), (16, 8, 1, 1), {}),
+    ((1, 8, 9, 7), (12, 4, 1, 1), dict(group=2)),
+    ((1, 8, 10, 10), (12, 8, 1, 1), dict(strides=(2, 2))),
+    ((1, 4, 6, 5), (5, 4, 2, 3), dict(pads=(0, 0, 0, 0))),
+    ((3, 16, 11, 13), (24, 16, 3, 3), dict(pads=(1, 1, 1, 1))),
+    ((1, 2, 4, 4), (3, 2, 5, 5), dict(pads=(3, 4, 3, 4))),                    # taps entirely in the padding
+]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("bias", [True, False])
+def test_against_reference(resolver, tiling, case, bias):
+    xs, ws, attrs = CASES[case]
+    rng = np.random.default_rng(case)
+    _run(resolver, _arr(rng, *xs), _arr(rng, *ws), _arr(rng, ws[0]) if bias else None, attrs)
+
+
+@pytest.mark.parametrize("case", [1, 3, 5, 6])
+def test_float64(resolver, case):
+    xs, ws, attrs = CASES[case]
+    rng = np.random.default_rng(case)
+    _run(resolver, _arr(rng, *xs, dtype=np.float64), _arr(rng, *ws, dtype=np.float64),
+         _arr(rng, ws[0], dtype=np.float64), attrs)
+
+
+def test_absorbed_pad_and_auto_pad(resolver):
+    rng = np.random.default_rng(7)
+    x, w, b = _arr(rng, 1, 4, 13, 11), _arr(rng, 6, 4, 3, 3), _arr(rng, 6)
+    _run(resolver, x, w, b, dict(pads=(1, 0, 0, 1)), pad=(0, 0, 2, 1, 0, 0, 0, 3))
+    _run(resolver, x, w, b, dict(auto_pad="SAME_UPPER", strides=(2, 2)))
+
+
+def test_no_native_library_keeps_numpy():
+    rng = np.random.default_rng(0)
+    _run(None, _arr(rng, 1, 4, 9, 9), _arr(rng, 6, 4, 3, 3), _arr(rng, 6), dict(pads=(1, 1, 1, 1)), driver=False)
+
+
+def test_against_onnxruntime(tmp_path):
+    """A converted model (the driver comes with the model's native code) against onnxruntime."""
+    import onnx
+
+    from converter_lite.api import convert, load
+    rng = np.random.default_rng(5)
+    w1, b1, w2, w3, b3 = _arr(rng, 16, 3, 7, 7), _arr(rng, 16), _arr(rng, 16, 8, 3, 3), _arr(rng, 24, 16, 1, 1), \
+        _arr(rng, 24)
+    nodes = [oh.make_node("Conv", ["x", "w1", "b1"], ["h1"], strides=[2, 2], pads=[3, 3, 3, 3]),
+             oh.make_node("Relu", ["h1"], ["r1"]),
+             oh.make_node("Conv", ["r1", "w2"], ["h2"], pads=[1, 0, 1, 2], group=2, dilations=[1, 2]),
+             oh.make_node("Conv", ["h2", "w3", "b3"], ["y"])]
+    model = make_model(nodes, [tensor_info("x", np.float32, [2, 3, 33, 29])],
+                       [tensor_info("y", np.float32, None)],
+                       initializers={"w1": w1, "b1": b1, "w2": w2, "w3": w3, "b3": b3})
+    src = tmp_path / "m.onnx"
+    onnx.save(model, src)
+    out = convert(str(src), str(tmp_path / "m"), graph_kernel_flags="--opt_level=2")
+    feeds = {"x": _arr(rng, 2, 3, 33, 29)}
+    want = run_ort(model, feeds)[0]
+    for nt in (1, 2):
+        got = load(out, num_threads=nt).run(feeds)["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
