@@ -1,13 +1,13 @@
 """2-D MaxPool/AveragePool, GlobalAveragePool and constant Pad writing into the plan's buffers.
 
-Pooling copies the input into a border of the fill value (``-inf``/the dtype's minimum for MaxPool, 0 for
-AveragePool; the border also covers ``ceil_mode``'s overhang) and combines the ``kh*kw`` strided tap views of
-that buffer, split over ``num_threads`` by channel blocks.  The results equal the reference kernels':
+The results equal the reference kernels':
 
-* MaxPool keeps the reference's NaN rule (``tap > y`` replaces: a NaN first tap stays, later NaNs are
-  skipped): ``acc = fmax`` over the taps (separable: along rows, then along columns), then
-  ``y = maximum(tap0, acc)``.  Only when the Indices output is not requested.
-* AveragePool sums the taps in order and divides by the per-position count (``count_include_pad``).
+* MaxPool runs as whole-buffer passes (fast_maxpool.py: rows, then columns; NaN inputs fall back to the
+  reference per channel block), split over ``num_threads`` by channel blocks for inputs of at least
+  ``PARALLEL_BYTES``.  Only when the Indices output is not requested.
+* AveragePool copies the input into a zero border (which also covers ``ceil_mode``'s overhang), sums the
+  ``kh*kw`` strided tap views of that buffer in the reference's order and divides by the per-position count
+  (``count_include_pad``), split over ``num_threads`` by channel blocks.
 * GlobalAveragePool is ``mean`` over the spatial axes; Pad (mode constant) fills the border and copies the
   interior (all-zero pads: a view); the other Pad modes are precomputed gathers (fast_gather.py).
 """
@@ -17,15 +17,18 @@ from functools import partial
 
 import numpy as np
 
+from ..ops.nn_pool import _axis_counts
 from ..ops.nn_window import resolve_window
 from ..ops.registry import KernelError
 from ..ops.tensor_pad import pad_amounts
 from .fast_conv import Padder
 from .fast_gather import PAD_GATHER
+from .fast_maxpool import MaxPool2D
 from .lowering import Impl, NodeCtx, ViewOf
 from .parallel import parallel_calls, split_rows
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+PARALLEL_BYTES = 1 << 20     # MaxPool inputs (per image) at least this large are split over the threads
 
 
 def _window(ctx: NodeCtx):
@@ -66,94 +69,60 @@ def _pool(kind: str):
         if win is None or min(win.pads_begin + win.pads_end) < 0:
             return None
         n, c = x.shape[:2]
+        if kind == "max":
+            return _max_impl(x, win, ctx.attrs)
         pads, hp, wp = _padded(x.shape, win)
-        fill = (-np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min) if kind == "max" else 0
-        count = None
-        if kind == "avg":
-            from ..ops.nn_pool import _axis_counts
-            count = _axis_counts(win, x.shape[2:], bool(ctx.attrs.get("count_include_pad", 0))).astype(x.dtype)
-
-        separable = kind == "max" and min(win.kernel) > 1
-        rows = max(win.out[0] - 1, 0) * win.strides[0] + win.effective[0]
+        count = _axis_counts(win, x.shape[2:], bool(ctx.attrs.get("count_include_pad", 0))).astype(x.dtype)
         xbytes = c * hp * wp * x.dtype.itemsize
-        tbytes = c * rows * win.out[1] * x.dtype.itemsize if separable else 0
 
         def bind(ins, outs, ws, nt=1):
             xp = ws[:xbytes].view(x.dtype).reshape(c, hp, wp)
-            at = (xbytes + 63) // 64 * 64
-            tmp = ws[at:at + tbytes].view(x.dtype).reshape(c, rows, win.out[1]) if separable else None
-            padder = Padder(xp, pads, x.shape[2], x.shape[3], fill)
+            padder = Padder(xp, pads, x.shape[2], x.shape[3], 0)
             steps = []
             for b in range(n):
-                parts = [(_max_separable(padder.part(c0, c1, ins[0][b]), xp[c0:c1], tmp[c0:c1], win,
-                                         outs[0][b, c0:c1], x.dtype.kind == "f") if separable else
-                          _pool_part(kind, padder.part(c0, c1, ins[0][b]), _taps(xp[c0:c1], win),
-                                     outs[0][b, c0:c1], count, x.dtype.kind == "f"))
+                parts = [_pool_part(padder.part(c0, c1, ins[0][b]), _taps(xp[c0:c1], win), outs[0][b, c0:c1], count)
                          for c0, c1 in split_rows(c, 2 * nt if nt > 1 else 1, 1)]
                 steps.append(parallel_calls(parts, nt))
-            if len(steps) == 1:
-                return steps[0]
-
-            def run():
-                for s in steps:
-                    s()
-            return run
-        return Impl(bind=bind, workspace=xbytes + tbytes + 128)
+            return _sequence(steps)
+        return Impl(bind=bind, workspace=xbytes + 64)
     return factory
 
 
-def _max_separable(pad, xp, tmp, win, out, is_float):
-    """Max over the window as a max along rows, then along columns (``kw - 1 + kh - 1`` passes instead of
-    ``kh * kw - 1``).  For floats the passes are ``fmax`` (NaN-skipping), then ``maximum(tap0, acc)`` restores
-    the reference's rule that a NaN first tap stays (acc already holds tap0 whenever tap0 is a number)."""
-    (oh, ow), (sh, sw), (dh, dw), (kh, kw) = win.out, win.strides, win.dilations, win.kernel
-    comb = np.fmax if is_float else np.maximum
-    cols = [xp[:, :tmp.shape[1], j * dw:j * dw + (ow - 1) * sw + 1:sw] for j in range(kw)]
-    rows = [tmp[:, i * dh:i * dh + (oh - 1) * sh + 1:sh] for i in range(kh)]
-    first = _taps(xp, win)[0]
+def _max_impl(x, win, attrs) -> Impl:
+    """MaxPool by flat passes (fast_maxpool.py), split by channel blocks over the threads for large inputs."""
+    n, c = x.shape[:2]
+    pool = MaxPool2D(tuple(x.shape[1:]), win, x.dtype, dict(attrs))
+    big = c * x.shape[2] * x.shape[3] * x.dtype.itemsize >= PARALLEL_BYTES
+
+    def bind(ins, outs, ws, nt=1):
+        blocks = split_rows(c, 2 * nt if nt > 1 and big and c > 1 else 1, 1)
+        steps = [parallel_calls([pool.part(c0, c1, ins[0][b], outs[0][b], ws) for c0, c1 in blocks], nt)
+                 for b in range(n)]
+        return _sequence(steps)
+    return Impl(bind=bind, workspace=pool.workspace)
+
+
+def _sequence(steps: list):
+    if len(steps) == 1:
+        return steps[0]
 
     def run():
-        pad()
-        comb(cols[0], cols[1], out=tmp)
-        for c in cols[2:]:
-            comb(tmp, c, out=tmp)
-        comb(rows[0], rows[1], out=out)
-        for r in rows[2:]:
-            comb(out, r, out=out)
-        if is_float:
-            np.maximum(first, out, out=out)
+        for s in steps:
+            s()
     return run
 
 
-def _pool_part(kind, pad, taps, out, count, is_float):
+def _pool_part(pad, taps, out, count):
+    """AveragePool of one channel block: the taps summed in the reference's order, divided by the counts."""
     first, rest = taps[0], taps[1:]
-    if kind == "avg":
-        def run_avg():
-            pad()
-            np.copyto(out, first)
-            for t in rest:
-                np.add(out, t, out=out)
-            np.divide(out, count, out=out)
-        return run_avg
-    if not rest:
-        return lambda: (pad(), np.copyto(out, first))
-    if not is_float:
-        def run_int():
-            pad()
-            np.copyto(out, first)
-            for t in rest:
-                np.maximum(out, t, out=out)
-        return run_int
-    acc0, more = rest[0], rest[1:]
 
-    def run_max():
+    def run_avg():
         pad()
-        np.copyto(out, acc0)
-        for t in more:
-            np.fmax(out, t, out=out)
-        np.fmax(out, first, out=out)
-        np.maximum(first, out, out=out)
-    return run_max
+        np.copyto(out, first)
+        for t in rest:
+            np.add(out, t, out=out)
+        np.divide(out, count, out=out)
+    return run_avg
 
 
 def _global_avg(ctx: NodeCtx):

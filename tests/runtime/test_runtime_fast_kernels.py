@@ -316,3 +316,33 @@ def test_resize_linear_keeps_the_reference(rng):
     plan = run_case("Resize", [x, None, np.array([1, 1, 2.0, 2.0], np.float32)], {"mode": "linear"}, consts=(2,),
                     fast=False)
     assert plan.program.steps[0].impl.bind is None
+
+
+def test_maxpool_flat_passes_match_reference_on_random_geometries(rng):
+    """Kernel/stride/dilation/pads/ceil_mode combinations, windows wider than the input, integer inputs and NaNs
+    (the flat passes of fast_maxpool.py fall back to the reference where a NaN reaches a window)."""
+    for trial in range(40):
+        h, w = int(rng.integers(1, 12)), int(rng.integers(1, 12))
+        k = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        d = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+        s = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        p = tuple(int(min(v, e - 1)) for v, e in zip(rng.integers(0, 3, 4), [(k[0] - 1) * d[0] + 1,
+                                                                                (k[1] - 1) * d[1] + 1] * 2))
+        attrs = {"kernel_shape": k, "strides": s, "dilations": d, "pads": p, "ceil_mode": int(trial % 2)}
+        eff = [(kk - 1) * dd + 1 for kk, dd in zip(k, d)]
+        if h + p[0] + p[2] < eff[0] or w + p[1] + p[3] < eff[1]:
+            continue
+        x = arr(rng, 2, 3, h, w)
+        if trial % 3 == 0:
+            x.reshape(-1)[rng.integers(0, x.size, 3)] = np.nan
+        if trial % 5 == 0:
+            x = rng.integers(-50, 50, x.shape).astype(np.int64 if trial % 2 else np.int8)
+        run_case("MaxPool", [x], attrs, num_threads=1 + trial % 2)
+
+
+def test_maxpool_split_over_threads(rng):
+    x = arr(rng, 1, 32, 96, 96)
+    x[0, 5, 10, 10] = np.nan
+    for threads in (1, 2):
+        run_case("MaxPool", [x], {"kernel_shape": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)},
+                 num_threads=threads)

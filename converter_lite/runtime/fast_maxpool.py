@@ -1,0 +1,128 @@
+"""2-D MaxPool as whole-buffer (flat) numpy passes: the fast path's max pooling (any kernel, stride, pads,
+dilation, ``ceil_mode``; float or integer input; the Indices output is not computed).
+
+numpy spends ~20 ns per inner-loop call: an operation over a (C, rows, cols) view with strided rows costs that
+per row, and a strided innermost axis runs its slow scalar loop.  So every heavy pass here is one call over a
+contiguous 1-D buffer, computing every position and ignoring the ones it does not need:
+
+1. rows: ``R[t] = max_r x[t + r*dh]`` for every window top ``t`` at once (``kh - 1`` flat ``maximum`` calls over
+   the channel block, offsets ``r*dh*W``; positions whose window crosses into the next channel are garbage and
+   never read);
+2. ``G[:, i] = R[:, i*sh - pb]`` for the output rows whose window lies inside the input (one copy); the few
+   border rows take the max of their in-range input rows directly;
+3. columns: the same flat pass over ``G`` with offsets ``c*dw``;
+4. ``out[:, :, k]`` picks column ``k*sw - pl`` of that (one copy); border columns take the max of their
+   in-range columns of ``G``.
+
+Taps in the padding are ``-inf`` (the integer minimum), which never change a max, so they are skipped.  The
+passes use ``maximum``, which propagates NaN, where the reference keeps the first tap and replaces it by a
+strictly greater one (a NaN first tap stays, later NaNs are skipped): when a float output holds a NaN (a NaN
+reached some window), that channel block is recomputed by the reference kernel, so results equal the
+reference's (up to the sign of a zero maximum when +0.0 and -0.0 tie).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ops.nn_pool import max_pool
+
+
+def flat_window_max(src: np.ndarray, dst: np.ndarray, offsets) -> None:
+    """``dst[j] = max_k src[j + offsets[k]]`` for ``j < len(src) - offsets[-1]`` (1-D arrays, offsets ascending
+    from 0; ``dst`` may be ``src`` only with a single other offset)."""
+    m = src.shape[0] - offsets[-1]
+    if m <= 0:
+        return
+    out = dst[:m]
+    np.maximum(src[:m], src[offsets[1]:offsets[1] + m], out=out)
+    for o in offsets[2:]:
+        np.maximum(out, src[o:o + m], out=out)
+
+
+def _lines(length: int, out_n: int, stride: int, dil: int, kernel: int, pad: int):
+    """(first, end) of the outputs whose whole window lies inside ``length``, and for every other output the
+    in-range input positions of its taps."""
+    first = next((i for i in range(out_n) if i * stride - pad >= 0), out_n)
+    end = first
+    while end < out_n and end * stride - pad + (kernel - 1) * dil <= length - 1:
+        end += 1
+    borders = {i: [t for t in (i * stride - pad + r * dil for r in range(kernel)) if 0 <= t < length]
+               for i in range(out_n) if not first <= i < end}
+    return first, end, borders
+
+
+def _combine(out: np.ndarray, taps: list, fill) -> None:
+    if not taps:
+        out.fill(fill)
+        return
+    if len(taps) == 1:
+        np.copyto(out, taps[0])
+        return
+    np.maximum(taps[0], taps[1], out=out)
+    for t in taps[2:]:
+        np.maximum(out, t, out=out)
+
+
+class MaxPool2D:
+    """The pooling of one (C, H, W) -> (C, oh, ow) image by a ``Window``; ``part`` binds a channel block."""
+
+    def __init__(self, shape, win, dtype: np.dtype, attrs: dict):
+        self.c, self.h, self.w = shape
+        self.win, self.dtype, self.attrs = win, np.dtype(dtype), attrs
+        self.is_float = self.dtype.kind == "f"
+        self.fill = -np.inf if self.is_float else np.iinfo(self.dtype).min
+        (oh, ow), (sh, sw), (dh, dw), (kh, kw) = win.out, win.strides, win.dilations, win.kernel
+        self.rows = _lines(self.h, oh, sh, dh, kh, win.pads_begin[0])
+        self.cols = _lines(self.w, ow, sw, dw, kw, win.pads_begin[1])
+        self.r_elems = max(self.h, oh) * self.w        # per channel: R (rows pass), reused by the columns pass
+        self.g_elems = oh * self.w
+
+    @property
+    def workspace(self) -> int:
+        """Scratch bytes for all ``c`` channels."""
+        return (self.c * (self.r_elems + self.g_elems) * self.dtype.itemsize + 63) // 64 * 64 + 64
+
+    def part(self, c0: int, c1: int, x: np.ndarray, out: np.ndarray, ws: np.ndarray):
+        """A callable pooling channels [c0, c1) of ``x`` (C, H, W) into ``out`` (C, oh, ow); ``ws``: scratch of
+        ``workspace`` bytes shared by all parts (each uses its channels' share)."""
+        win, h, w, n = self.win, self.h, self.w, c1 - c0
+        (oh, ow), (sh, sw), (dh, dw), (kh, kw) = win.out, win.strides, win.dilations, win.kernel
+        isz = self.dtype.itemsize
+        r_all = ws[:self.c * self.r_elems * isz].view(self.dtype)
+        g_at = (self.c * self.r_elems * isz + 63) // 64 * 64
+        g_all = ws[g_at:g_at + self.c * self.g_elems * isz].view(self.dtype)
+        rbuf = r_all[c0 * self.r_elems:c1 * self.r_elems]
+        g = g_all[c0 * self.g_elems:c1 * self.g_elems]
+        xs, o = x[c0:c1], out[c0:c1]
+        xf = xs.reshape(-1)
+        r = xf if kh == 1 else rbuf[:n * h * w]
+        rv = r.reshape(n, h, w)
+        gv = g.reshape(n, oh, w)
+        cbuf = g if kw == 1 else rbuf[:n * oh * w]
+        cv = cbuf.reshape(n, oh, w)
+        (ra, rb, row_borders), (ca, cb, col_borders) = self.rows, self.cols
+        row_offs = [i * dh * w for i in range(kh)]
+        col_offs = [j * dw for j in range(kw)]
+        t0, l0 = ra * sh - win.pads_begin[0], ca * sw - win.pads_begin[1]
+        g_inner = (gv[:, ra:rb], rv[:, t0:t0 + (rb - ra - 1) * sh + 1:sh]) if rb > ra else None
+        g_edges = [(gv[:, i], [xs[:, t] for t in ts]) for i, ts in row_borders.items()]
+        o_inner = (o[:, :, ca:cb], cv[:, :, l0:l0 + (cb - ca - 1) * sw + 1:sw]) if cb > ca and oh else None
+        o_edges = [(o[:, :, k], [gv[:, :, t] for t in ts]) for k, ts in col_borders.items()]
+        fill, is_float, attrs = self.fill, self.is_float, self.attrs
+
+        def run():
+            if kh > 1:
+                flat_window_max(xf, r, row_offs)
+            if g_inner is not None:
+                np.copyto(*g_inner)
+            for dst, taps in g_edges:
+                _combine(dst, taps, fill)
+            if kw > 1:
+                flat_window_max(g, cbuf, col_offs)
+            if o_inner is not None:
+                np.copyto(*o_inner)
+            for dst, taps in o_edges:
+                _combine(dst, taps, fill)
+            if is_float and o.size and np.isnan(o.max()):
+                np.copyto(o, max_pool(attrs, xs[None])[0][0])
+        return run
