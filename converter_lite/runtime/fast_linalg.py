@@ -8,8 +8,14 @@
   copied, at load or at run time); then ``* alpha`` and ``+ C`` (``* beta`` pre-applied to a constant C) in
   place, the reference kernel's order of operations.
 
-Large products are split by rows across the thread team (``parallel.row_parallel``: each part a BLAS call
-on its rows, written into its rows of the output) when the plan binds them for several threads.  Only float32/float64; other dtypes use the reference kernels.
+**Native driver.**  When the model's native library carries the GEMM tile driver (codegen/gemm_driver.py,
+``NodeCtx.native``), a bound MatMul/Gemm step is one call of it (runtime/gemm_tiles.py): the product split
+into tiles (batch entries; rows or columns of large products) run across the native thread pool, each a
+CBLAS call of numpy's own (single-threaded) BLAS, transposes read in place, Gemm's ``C`` copied into the
+output tile by tile before the product (CBLAS's ``beta`` then adds it) and ``alpha`` passed to BLAS.
+Otherwise (no native code, operands the driver does not take) large products are split by rows across the
+Python thread team (``parallel.row_parallel``: each part a BLAS call on its rows).  Only float32/float64;
+other dtypes use the reference kernels.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import numpy as np
 
 from ..ops.nn import matmul_shape
 from ..ops.registry import KernelError
+from .gemm_tiles import GEMM_TILES_SYMBOL, gemm_step
 from .lowering import Impl, NodeCtx
 from .parallel import row_parallel
 
@@ -34,14 +41,25 @@ def _matmul(ctx: NodeCtx):
             return None
     except KernelError:
         return None
+    addr = ctx.native(GEMM_TILES_SYMBOL)
     if len(a.shape) >= 2 and len(b.shape) == 2:
         rows, k, n = int(np.prod(a.shape[:-1])), a.shape[-1], b.shape[1]
 
         def bind(ins, outs, ws, nt=1):
             a2, o2 = ins[0].reshape(rows, k), outs[0].reshape(rows, n)
-            return row_parallel(np.matmul, a2, ins[1], o2, rows * k * n, nt)
+            return gemm_step(addr, a2, ins[1], o2, nt) or row_parallel(np.matmul, a2, ins[1], o2, rows * k * n, nt)
         return Impl(bind=bind)
-    return Impl(bind=lambda ins, outs, ws, nt=1: partial(np.matmul, ins[0], ins[1], out=outs[0]))
+
+    def bind_batched(ins, outs, ws, nt=1):
+        x, w, o = ins[0], ins[1], outs[0]
+        x = x[None, :] if x.ndim == 1 else x           # [K] -> [1, K]
+        w = w[:, None] if w.ndim == 1 else w           # [K] -> [K, 1]; the output gains the axes as views
+        step = None
+        if o.flags.c_contiguous:
+            o = o.reshape(np.broadcast_shapes(x.shape[:-2], w.shape[:-2]) + (x.shape[-2], w.shape[-1]))
+            step = gemm_step(addr, x, w, o, nt)
+        return step or partial(np.matmul, ins[0], ins[1], out=outs[0])
+    return Impl(bind=bind_batched)
 
 
 def _gemm(ctx: NodeCtx):
@@ -69,10 +87,19 @@ def _gemm(ctx: NodeCtx):
         except ValueError:
             return None
 
+    addr = ctx.native(GEMM_TILES_SYMBOL)
+
     def bind(ins, outs, ws, nt=1):
         at = ins[0].T if ta else ins[0]
         bt = ins[1].T if tb else ins[1]
         o = outs[0]
+        if use_c:                                      # C prefilled tile by tile, then CBLAS adds beta * C
+            native = gemm_step(addr, at, bt, o, nt, alpha, 1.0 if cc is not None else beta,
+                               cc if cc is not None else ins[2])
+        else:
+            native = gemm_step(addr, at, bt, o, nt, alpha)
+        if native is not None:
+            return native
         mm = row_parallel(np.matmul, at, bt, o, m * k * n, nt)
         bias = (cc if cc is not None else ins[2]) if use_c else None
         scale_c = use_c and cc is None and beta != 1.0

@@ -11,7 +11,7 @@ numpy path.
   place: row-major with ``ld`` = its row stride, or, when its *columns* are contiguous (a transposed view),
   as the transpose of a row-major matrix (CBLAS's transpose flag); nothing is copied.  ``c`` must have
   contiguous rows.
-* ``bias``: broadcastable to ``c``; copied into ``c`` tile by tile before the product (use ``beta=1`` to add it).
+* ``bias``: broadcastable to ``c`` (``gemm_records``: of ``c``'s dtype); copied into ``c`` tile by tile before the product (use ``beta=1`` to add it).
 * Splitting (``tile_grid``): each batch entry is one tile; when the whole product has at least ``MIN_WORK``
   multiply-adds and ``nt > 1``, entries are further split into about ``TILES_PER_THREAD * nt`` tiles in all,
   along N when N > M (each tile then packs only its columns of B; its A rows are repacked per tile, the cheaper
@@ -26,11 +26,15 @@ from functools import partial
 
 import numpy as np
 
-from ..codegen.gemm_driver import FIELDS, KIND_DOUBLE, KIND_INT64, TILE_BYTES
 from .blas import NO_TRANS, ROW_MAJOR, TRANS, gemm_entry
 
+# the driver's symbol and tile-record layout, as codegen/gemm_driver.py defines them (the runtime does not import
+# codegen, which needs llvmlite; tests/codegen/test_codegen_gemm_driver.py checks that the two agree)
+GEMM_TILES_SYMBOL = "cl_gemm_tiles"
+FIELDS = ("fn", "kind", "order", "transA", "transB", "M", "N", "K", "alpha", "A", "lda", "B", "ldb", "beta",
+          "C", "ldc", "bias", "rs", "cs", "unused")
+KIND_DOUBLE, KIND_INT64 = 1, 2
 RECORD = np.dtype([(name, "<f8" if name in ("alpha", "beta") else "<i8") for name in FIELDS])
-assert RECORD.itemsize == TILE_BYTES
 MIN_WORK = 1 << 17            # multiply-adds (~3 us on one core): below, the hand-off costs more than it gains
 TILES_PER_THREAD = 1
 ALIGN = 16
@@ -98,8 +102,10 @@ def gemm_records(a: np.ndarray, b: np.ndarray, c: np.ndarray, nt: int, alpha: fl
         return None
     es = dt.itemsize
     if bias is not None:
+        if bias.dtype != dt:
+            return None
         try:
-            bias = np.broadcast_to(np.asarray(bias, dt), c.shape)
+            bias = np.broadcast_to(bias, c.shape)
         except ValueError:
             return None
         if any(s < 0 or s % es for s in bias.strides):
@@ -140,6 +146,8 @@ def gemm_step(addr: int | None, a: np.ndarray, b: np.ndarray, c: np.ndarray, nt:
     """The bound step (see the module doc), or None."""
     if not addr:
         return None
+    if bias is not None:
+        bias = np.asarray(bias, c.dtype)
     built = gemm_records(a, b, c, nt, alpha, beta, bias)
     if built is None:
         return None
@@ -149,7 +157,8 @@ def gemm_step(addr: int | None, a: np.ndarray, b: np.ndarray, c: np.ndarray, nt:
 
 def tiles_step(addr: int, rec: np.ndarray, nt: int, keep=()):
     """A zero-argument callable running the records ``rec`` with the driver at ``addr`` on ``nt`` threads
-    (``keep``: arrays the records point into, held for the callable's lifetime)."""
+    (``keep``: arrays the records point into, held for the callable's lifetime).  The callable's ``tiles``
+    attribute is ``rec``."""
     call = partial(_DRIVER(addr), rec.ctypes.data, len(rec), nt)
-    call.keep = (rec, keep)                                   # type: ignore[attr-defined]
+    call.tiles, call.keep = rec, keep                         # type: ignore[attr-defined]
     return call

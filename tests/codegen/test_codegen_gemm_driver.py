@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from converter_lite.codegen import build_kernels
+from converter_lite.codegen import gemm_driver
 from converter_lite.codegen.gemm_driver import GEMM_TILES_SYMBOL, TILE_BYTES
 from converter_lite.runtime import gemm_tiles
 from converter_lite.runtime.blas import gemm_entry
@@ -50,9 +51,12 @@ def _check(addr, a, b, nt, alpha=1.0, beta=0.0, bias=None, out_shape=None):
     np.testing.assert_allclose(c, want, rtol=tol, atol=tol * max(1, a.shape[-1]))
 
 
-def test_record_layout():
+def test_runtime_mirrors_the_record_layout():
     assert RECORD.itemsize == TILE_BYTES == 160
-    assert RECORD.names[:3] == ("fn", "kind", "order")
+    assert RECORD.names == gemm_driver.FIELDS and len(RECORD.names) == gemm_driver.TILE_FIELDS
+    assert all(RECORD.fields[n][1] == 8 * i for i, n in enumerate(gemm_driver.FIELDS))
+    assert (gemm_tiles.GEMM_TILES_SYMBOL, gemm_tiles.KIND_DOUBLE, gemm_tiles.KIND_INT64) == \
+        (gemm_driver.GEMM_TILES_SYMBOL, gemm_driver.KIND_DOUBLE, gemm_driver.KIND_INT64)
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
