@@ -226,6 +226,11 @@ class _GraphImporter:
     def __init__(self, proto: onnx.ModelProto, where: str, input_shapes: dict, fold: bool):
         self.proto, self.where = proto, where
         self.opset = _opset_version(proto)
+        newest = onnx.defs.onnx_opset_version()
+        if self.opset > newest:
+            log.warning("%s declares ai.onnx opset %d, newer than the newest this converter knows (%d, onnx %s); "
+                        "its ops are converted with their opset-%d definitions", where, self.opset, newest,
+                        onnx.__version__, newest)
         self.input_shapes = dict(input_shapes)
         self.graph = Graph(proto.graph.name or "main")
         self.em = _Emitter(self.graph, where, fold)

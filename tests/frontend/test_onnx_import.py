@@ -218,3 +218,14 @@ def test_constant_node_forms():
     m = make_model(nodes, [tensor_info("x", F, [2])], [tensor_info("y", F, [2])])
     g = import_model(m)
     np.testing.assert_allclose(eval_graph(g, [np.array([1, 1], F)])[0], [6, 8])
+
+
+def test_opset_newer_than_known_converts_with_a_warning(caplog):
+    import onnx.defs
+    newest = onnx.defs.onnx_opset_version()
+    model = make_model([oh.make_node("Relu", ["x"], ["y"])], [tensor_info("x", np.float32, [2])],
+                       [tensor_info("y", np.float32, [2])], opset=newest + 5)
+    with caplog.at_level("WARNING", logger="converter_lite"):
+        g = import_model(model)
+    assert [n.op for n in g.nodes] == ["Relu"]
+    assert f"opset {newest + 5}, newer than the newest this converter knows ({newest}" in caplog.text
