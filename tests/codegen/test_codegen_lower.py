@@ -128,11 +128,30 @@ def _cases() -> list[Case]:
         "ReduceMax", b.op("ReduceSum", x, _axes(b, (2,)), keepdims=0), _axes(b, (0,)), keepdims=1))
     add("f16_chain", [(F16, (3, 50)), (F16, (50,))], lambda b, x, y: b.op(
         "ReduceMean", b.op("Exp", (x - y) * 0.25), _axes(b, (1,)), keepdims=1))
+    # depthwise convolutions as the DepthwiseConv expander writes them (short inner loops: SHORT_LOOP hints)
+    for stride in (1, 2):
+        add(f"depthwise_s{stride}", [(F32, (1, 6, 12, 13)), (F32, (6, 1, 1))],
+            lambda b, x, w, s=stride: _depthwise(b, x, w, s))
     # deep and shared expression graphs: lowering must neither recurse per op nor revisit shared operands
     add("deep_chain", [(F32, (2, 33))], _deep_chain, inputs=lambda rng: [rng.standard_normal((2, 33)).astype(np.float32)])
     add("shared_dag", [(F32, (4, 33))], _shared_dag,
         inputs=lambda rng: [rng.standard_normal((4, 33)).astype(np.float32) * 0.1])
     return cases
+
+
+def _depthwise(b, x, w, stride):
+    """3x3 taps of x (N, C, H, W) as strided Slices times per-channel weights, clipped (ReLU6)."""
+    _, _, h, wd = x.v.type.shape
+    oh, ow = (h - 3) // stride + 1, (wd - 3) // stride + 1
+    acc = None
+    for i in range(3):
+        for j in range(3):
+            tap = b.op("Slice", x, b.const(np.array([i, j], np.int64)),
+                       b.const(np.array([i + stride * (oh - 1) + 1, j + stride * (ow - 1) + 1], np.int64)),
+                       b.const(np.array([2, 3], np.int64)), b.const(np.array([stride, stride], np.int64)))
+            term = tap * (w * float(1 + i * 3 + j))
+            acc = term if acc is None else acc + term
+    return b.op("Min", b.op("Max", acc, b.const(np.float32(0))), b.const(np.float32(6)))
 
 
 def _deep_chain(b, x):
@@ -219,6 +238,19 @@ def test_same_shape_chains_use_the_flat_fast_path():
     g = make_graph("nest", [(F32, (8, 16)), (F32, (16,))], lambda b, x, y: x + y)
     (stage,) = plan_kernel(g).stages
     assert not stage.flat
+
+
+def test_short_inner_loops_carry_vectorize_hints():
+    """A loop nest with a short innermost extent is widened with a masked tail (contiguous taps) or a scalar
+    tail (strided taps), never fully unrolled; long ones carry no hints."""
+    from converter_lite.codegen.abi import lower_kernel
+    for stride, predicate in ((1, True), (2, False)):
+        case = next(c for c in CASES if c.name == f"depthwise_s{stride}")
+        text = str(lower_kernel(case.graph, "k")[0])
+        assert "llvm.loop.unroll.disable" in text and "distinct" in text
+        assert ("llvm.loop.vectorize.predicate.enable" in text) == predicate
+    g = make_graph("long", [(F32, (4, 64)), (F32, (64,))], lambda b, x, y: x + y)
+    assert "llvm.loop" not in str(lower_kernel(g, "k")[0])
 
 
 def test_softmax_plan_materializes_only_the_reductions():
