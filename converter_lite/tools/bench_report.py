@@ -91,17 +91,23 @@ def table_lines(results: list[ModelResult], with_openvino: bool) -> list[str]:
 
 
 def summary_lines(results: list[ModelResult]) -> list[str]:
-    """Geometric means of the ratios (all models, and the real-architecture ones), worst model, failures."""
+    """Geometric means of the ratios (the bench models = real + sample, the real-architecture ones, the zoo),
+    worst model, failures."""
     lines = []
-    for label, group in (("all models", None), ("real-architecture models", "real")):
-        rs = [r for r in results if group is None or r.group == group]
+    groups = (("all models", ("real", "sample")), ("real-architecture models", ("real",)),
+              ("zoo models (models/zoo, held-out stand-ins)", ("zoo",)))
+    for label, group in groups:
+        rs = [r for r in results if r.group in group]
+        if not rs:
+            continue
         o2 = geomean([r.ratio("O2", "onnxruntime") for r in rs])
         o0 = geomean([r.ratio("O0", "onnxruntime") for r in rs])
         up = geomean([r.ratio("O0", "O2") for r in rs])
         n = sum(r.ratio("O2", "onnxruntime") is not None for r in rs)
         lines.append(f"Geometric mean O2/ORT over {label} ({n}): {_x(o2, 3)}   "
                      f"(O0/ORT {_x(o0, 3)}, O0/O2 speed-up {_x(up, 3)})")
-    ratios = [(r.ratio("O2", "onnxruntime"), r.name) for r in results if r.ratio("O2", "onnxruntime")]
+    ratios = [(r.ratio("O2", "onnxruntime"), r.name) for r in results
+              if r.ratio("O2", "onnxruntime") and r.group != "zoo"]
     if ratios:
         worst = max(ratios)
         lines.append(f"Slowest relative to ORT at O2: {worst[1]} ({worst[0]:.2f}x)")

@@ -67,5 +67,9 @@ def test_discover_filters_and_orders(tmp_path):
     (tmp_path / "a_real.onnx").write_bytes(b"")
     found = bench.discover(str(tmp_path), None)
     assert [(p.rsplit("/", 1)[1], g) for p, g in found[:2]] == [("a_real.onnx", "real"), ("b_real.onnx", "real")]
-    assert all(g == "sample" for _, g in found[2:]) and any(p.endswith("mynet.onnx") for p, _ in found)
+    groups = [g for _, g in found[2:]]
+    assert groups == sorted(groups, key=("sample", "zoo").index) and set(groups) == {"sample", "zoo"}
+    assert any(p.endswith("mynet.onnx") for p, _ in found) and any(p.endswith("zoo/llama.onnx") for p, _ in found)
+    assert not any(p.endswith("distilbert_dyn.onnx") for p, _ in found)          # dynamic axes: not timed
+    assert all(g != "zoo" for _, g in bench.discover(str(tmp_path), None, zoo=False))
     assert bench.discover(str(tmp_path), {"b_real"}) == [(str(tmp_path / "b_real.onnx"), "real")]

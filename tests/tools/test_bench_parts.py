@@ -67,11 +67,13 @@ def test_table_and_summary():
     assert lines[3].startswith("| b | 1.00 (1.00) |") and "| -, - |" in lines[3]
     assert lines[4].startswith("| c | - |") and lines[4].endswith("| failed: convert: ConverterError: boom |")
     assert len({line.count(" | ") for line in lines[2:]}) == 1                 # same column count
-    summary = summary_lines([a, b, c])
-    assert summary[0].startswith("Geometric mean O2/ORT over all models (2): 1.000 ")
+    z = ModelResult("z", "zoo", times={"onnxruntime": Samples([1.0]), "O0": Samples([9.0]), "O2": Samples([3.0])})
+    summary = summary_lines([a, b, c, z])
+    assert summary[0].startswith("Geometric mean O2/ORT over all models (2): 1.000 ")      # the zoo is apart
     assert summary[1].startswith("Geometric mean O2/ORT over real-architecture models (1): 0.500 ")
-    assert summary[2] == "Slowest relative to ORT at O2: b (2.00x)"
-    assert summary[3] == "Problems: c (convert: ConverterError: boom)"
+    assert summary[2].startswith("Geometric mean O2/ORT over zoo models (models/zoo, held-out stand-ins) (1): 3.000")
+    assert summary[3] == "Slowest relative to ORT at O2: b (2.00x)"
+    assert summary[4] == "Problems: c (convert: ConverterError: boom)"
     assert "OV ms (p90)" in table_lines([a], with_openvino=True)[0]
     assert geomean([]) is None and math.isclose(geomean([2.0, 8.0]), 4.0)
 
