@@ -49,7 +49,7 @@ from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I8, I32, I64, VOID
 CONV_SYMBOLS = {"float32": "cl_conv2d_tiles_f32", "float64": "cl_conv2d_tiles_f64"}
 FIELDS = ("n", "c", "h", "w", "m", "group", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "oh", "ow",
           "x", "wt", "bias", "y", "residual", "scratch", "slot_bytes", "tile_p", "tile_m", "n_ptiles", "n_mtiles",
-          "gemm", "int64", "direct", "relu", "nslots")
+          "gemm", "int64", "direct", "relu", "shared", "cur", "n_cparts", "nslots")
 _F = {name: i for i, name in enumerate(FIELDS)}
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS = 101, 111
 
@@ -71,13 +71,14 @@ def _gemm_type(real: ir.Type, idx: ir.Type) -> ir.FunctionType:
     return ir.FunctionType(VOID, [I32, I32, I32, idx, idx, idx, real, p, idx, p, idx, real, p, idx])
 
 
-class _Tile:
-    """Emits the chunk body of one element type."""
+class _Body:
+    """Emits one chunk body (``kind``: "tile", or the shared mode's "cols" and "gemm") of one element type."""
 
-    def __init__(self, module: ir.Module, real: ir.Type, symbol: str):
+    def __init__(self, module: ir.Module, real: ir.Type, symbol: str, kind: str):
+        self.kind = kind
         self.module, self.real, self.es = module, real, 8 if real is F64 else 4
         self.fp = real.as_pointer()
-        self.fn = fn = ir.Function(module, BODY_TYPE, f"{symbol}.tile")
+        self.fn = fn = ir.Function(module, BODY_TYPE, f"{symbol}.{kind}")
         fn.linkage = "internal"
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
         self.desc = self.b.bitcast(fn.args[0], I64.as_pointer())
@@ -112,25 +113,41 @@ class _Tile:
                                  ir.Constant(I1, 0)])
 
     def emit(self) -> ir.Function:
-        b, g_ = self.b, self.get
-        f = {k: g_(k) for k in FIELDS if k not in ("x", "wt", "bias", "y", "residual", "scratch")}
+        b = self.b
+        f = {k: self.get(k) for k in FIELDS if k not in ("x", "wt", "bias", "y", "residual", "scratch")}
         chunk = self.fn.args[1]
-        mt, rest = b.srem(chunk, f["n_mtiles"]), b.sdiv(chunk, f["n_mtiles"])
-        pt, rest = b.srem(rest, f["n_ptiles"]), b.sdiv(rest, f["n_ptiles"])
+        if self.kind == "tile":
+            mt, rest = b.srem(chunk, f["n_mtiles"]), b.sdiv(chunk, f["n_mtiles"])
+            pt, rest = b.srem(rest, f["n_ptiles"]), b.sdiv(rest, f["n_ptiles"])
+        else:                                                # shared mode: image (n, g) = cur
+            rest, mt, pt = f["cur"], chunk, _c(0)
         g, n = b.srem(rest, f["group"]), b.sdiv(rest, f["group"])
         cg, mg = b.sdiv(f["c"], f["group"]), b.sdiv(f["m"], f["group"])
         k = b.mul(cg, b.mul(f["kh"], f["kw"]))
         length, hw = b.mul(f["oh"], f["ow"]), b.mul(f["h"], f["w"])
+        xbase = b.gep(self.ptr("x"), [b.mul(b.add(b.mul(n, f["c"]), b.mul(g, cg)), hw)])
+        scratch = b.inttoptr(self.get("scratch"), BYTE_PTR)
+        if self.kind == "cols":                              # channels [c0, c1) of the image's columns
+            per = b.sdiv(b.add(cg, b.sub(f["n_cparts"], _c(1))), f["n_cparts"])
+            c0 = b.mul(chunk, per)
+            self.im2col(f, b.bitcast(scratch, self.fp), xbase, c0, _min(b, b.add(c0, per), cg), hw, _c(0), length,
+                        self.row_stride(length))
+            b.ret_void()
+            return self.fn
         p0 = b.mul(pt, f["tile_p"])
         p1 = _min(b, b.add(p0, f["tile_p"]), length)
         np_ = b.sub(p1, p0)
         m0 = b.mul(mt, f["tile_m"])
         nm = b.sub(_min(b, b.add(m0, f["tile_m"]), mg), m0)
         mrow = b.add(b.mul(g, mg), m0)                                   # first output channel of the tile
-        xbase = b.gep(self.ptr("x"), [b.mul(b.add(b.mul(n, f["c"]), b.mul(g, cg)), hw)])
         a = b.gep(self.ptr("wt"), [b.mul(mrow, k)])
         yoff = b.add(b.mul(b.add(b.mul(n, f["m"]), mrow), length), p0)
         cmat = b.gep(self.ptr("y"), [yoff])
+        if self.kind == "gemm":                              # the columns of the whole image are at scratch
+            self.gemm(f, nm, np_, k, a, b.bitcast(scratch, self.fp), self.row_stride(length), cmat, length)
+            self.epilogue(f, cmat, nm, np_, length, mrow, yoff)
+            b.ret_void()
+            return self.fn
         bptr, ldb, slot = b.alloca(self.fp), b.alloca(I64), b.alloca(I64)
         with b.if_else(b.icmp_signed("!=", f["direct"], _c(0))) as (direct, cols_):
             with direct:
@@ -139,10 +156,11 @@ class _Tile:
                 b.store(_c(-1), slot)
             with cols_:
                 s = self.claim(f["nslots"])
-                cols = b.bitcast(b.gep(b.inttoptr(g_("scratch"), BYTE_PTR), [b.mul(s, f["slot_bytes"])]), self.fp)
-                self.im2col(f, cols, xbase, cg, hw, p0, p1, np_)
+                cols = b.bitcast(b.gep(scratch, [b.mul(s, f["slot_bytes"])]), self.fp)
+                rs = self.row_stride(np_)
+                self.im2col(f, cols, xbase, _c(0), cg, hw, p0, p1, rs)
                 b.store(cols, bptr)
-                b.store(np_, ldb)
+                b.store(rs, ldb)
                 b.store(s, slot)
         self.gemm(f, nm, np_, k, a, b.load(bptr), b.load(ldb), cmat, length)
         s = b.load(slot)
@@ -172,35 +190,57 @@ class _Tile:
         b.position_at_end(done)
         return s
 
-    def im2col(self, f, cols, xbase, cg, hw, p0, p1, np_) -> None:
+    def row_stride(self, np_: ir.Value) -> ir.Value:
+        """Elements between rows of ``cols`` for ``np_`` pixels: at least ``np_ + vl - 1`` (the last vector store
+        of a row may run past it), a multiple of 16."""
         b = self.b
-        ow, sw = f["ow"], f["sw"]
+        return b.mul(b.sdiv(b.add(np_, _c(self.vl - 1 + 15)), _c(16)), _c(16))
+
+    def im2col(self, f, cols, xbase, c0, c1, hw, p0, p1, np_) -> None:
+        """Rows of channels [c0, c1) of ``cols[K, np_]`` (``np_``: the row stride) for output pixels [p0, p1).  Loops: channel, kernel row,
+        output row (the input row and the row's part of the tile computed once), kernel column; each kernel
+        column's in-bounds output columns [lo, hi) are computed once per call (``lo_hi``)."""
+        b = self.b
+        ow, sw, kw = f["ow"], f["sw"], f["kw"]
+        los, his = self.lo_hi(f)
         oh_first, oh_last = b.sdiv(p0, ow), b.sdiv(b.sub(p1, _c(1)), ow)
-        with for_range(b, 0, cg, "c") as c:
+        with for_range(b, c0, c1, "c") as c:
             xc = b.gep(xbase, [b.mul(c, hw)])
             with for_range(b, 0, f["kh"], "i") as i:
                 ihoff = b.sub(b.mul(i, f["dh"]), f["pt"])
-                with for_range(b, 0, f["kw"], "j") as j:
-                    row = b.gep(cols, [b.mul(b.add(b.mul(b.add(b.mul(c, f["kh"]), i), f["kw"]), j), np_)])
-                    off = b.sub(b.mul(j, f["dw"]), f["pl"])              # input column of output column 0
-                    neg = b.icmp_signed("<", off, _c(0))
-                    lo = b.select(neg, b.sdiv(b.add(b.sub(_c(0), off), b.sub(sw, _c(1))), sw), _c(0))
-                    t = b.sub(b.sub(f["w"], _c(1)), off)
-                    hi = b.select(b.icmp_signed(">=", t, _c(0)), b.add(b.sdiv(t, sw), _c(1)), _c(0))
-                    with for_range(b, oh_first, b.add(oh_last, _c(1)), "r") as r:
-                        rbase = b.mul(r, ow)
-                        s0, s1 = _max(b, p0, rbase), _min(b, p1, b.add(rbase, ow))
-                        ow0, ow1 = b.sub(s0, rbase), b.sub(s1, rbase)
-                        dst = b.gep(row, [b.sub(s0, p0)])
-                        ih = b.add(b.mul(r, f["sh"]), ihoff)
-                        nblk = b.sdiv(b.add(b.sub(ow1, ow0), _c(self.vl - 1)), _c(self.vl))
-                        with b.if_else(b.icmp_unsigned("<", ih, f["h"])) as (inside, outside):
-                            with inside:
-                                src = b.gep(xc, [b.add(b.mul(ih, f["w"]), off)])
-                                self.segment(dst, src, ow0, ow1, nblk, lo, hi, sw)
-                            with outside:
+                rows = b.gep(cols, [b.mul(b.mul(b.add(b.mul(c, f["kh"]), i), kw), np_)])   # tap (c, i, 0)
+                with for_range(b, oh_first, b.add(oh_last, _c(1)), "r") as r:
+                    rbase = b.mul(r, ow)
+                    s0, s1 = _max(b, p0, rbase), _min(b, p1, b.add(rbase, ow))
+                    ow0, ow1 = b.sub(s0, rbase), b.sub(s1, rbase)
+                    dst0 = b.gep(rows, [b.sub(s0, p0)])
+                    ih = b.add(b.mul(r, f["sh"]), ihoff)
+                    nblk = b.sdiv(b.add(b.sub(ow1, ow0), _c(self.vl - 1)), _c(self.vl))
+                    with b.if_else(b.icmp_unsigned("<", ih, f["h"])) as (inside, outside):
+                        with inside:
+                            src0 = b.gep(xc, [b.sub(b.mul(ih, f["w"]), f["pl"])])
+                            with for_range(b, 0, kw, "j") as j:
+                                src = b.gep(src0, [b.mul(j, f["dw"])])
+                                lo, hi = b.load(b.gep(los, [j])), b.load(b.gep(his, [j]))
+                                self.segment(b.gep(dst0, [b.mul(j, np_)]), src, ow0, ow1, nblk, lo, hi, sw)
+                        with outside:
+                            with for_range(b, 0, kw, "j") as j:
+                                dst = b.gep(dst0, [b.mul(j, np_)])
                                 with for_range(b, 0, nblk, "z") as z:
                                     self.vstore(self.vzero, dst, b.mul(z, _c(self.vl)))
+
+    def lo_hi(self, f):
+        """Per kernel column j: the output columns [lo, hi) whose input column ``q*sw + j*dw - pl`` is in
+        [0, W), in two stack arrays."""
+        b, sw = self.b, f["sw"]
+        los, his = b.alloca(I64, f["kw"]), b.alloca(I64, f["kw"])
+        with for_range(b, 0, f["kw"], "jl") as j:
+            off = b.sub(b.mul(j, f["dw"]), f["pl"])                      # input column of output column 0
+            neg = b.icmp_signed("<", off, _c(0))
+            b.store(b.select(neg, b.sdiv(b.add(b.sub(_c(0), off), b.sub(sw, _c(1))), sw), _c(0)), b.gep(los, [j]))
+            t = b.sub(b.sub(f["w"], _c(1)), off)
+            b.store(b.select(b.icmp_signed(">=", t, _c(0)), b.add(b.sdiv(t, sw), _c(1)), _c(0)), b.gep(his, [j]))
+        return los, his
 
     def vstore(self, v, base, at) -> None:
         b = self.b
@@ -307,15 +347,23 @@ class _Tile:
 
 
 def _emit(module: ir.Module, real: ir.Type, symbol: str) -> ir.Function:
-    tile = _Tile(module, real, symbol).emit()
+    tile, cols, gemm = (_Body(module, real, symbol, kind).emit() for kind in ("tile", "cols", "gemm"))
     pool = declare_pool(module)
     fn = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR, I64]), symbol)
     desc, nthreads = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     d = b.bitcast(desc, I64.as_pointer())
     get = lambda name: b.load(b.gep(d, [_c(_F[name])]))  # noqa: E731
-    nchunks = b.mul(b.mul(get("n"), get("group")), b.mul(get("n_ptiles"), get("n_mtiles")))
-    b.call(pool, [tile, b.bitcast(desc, BYTE_PTR_PTR), nchunks, nthreads])
+    bufs = b.bitcast(desc, BYTE_PTR_PTR)
+    images = b.mul(get("n"), get("group"))
+    with b.if_else(b.icmp_signed("!=", get("shared"), _c(0))) as (shared, tiles):
+        with shared:
+            with for_range(b, 0, images, "img") as cur:
+                b.store(cur, b.gep(d, [_c(_F["cur"])]))
+                b.call(pool, [cols, bufs, get("n_cparts"), nthreads])
+                b.call(pool, [gemm, bufs, get("n_mtiles"), nthreads])
+        with tiles:
+            b.call(pool, [tile, bufs, b.mul(images, b.mul(get("n_ptiles"), get("n_mtiles"))), nthreads])
     b.ret_void()
     return fn
 

@@ -22,13 +22,15 @@ from .blas import gemm_entry
 SYMBOLS = {np.dtype(np.float32): "cl_conv2d_tiles_f32", np.dtype(np.float64): "cl_conv2d_tiles_f64"}
 FIELDS = ("n", "c", "h", "w", "m", "group", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "oh", "ow",
           "x", "wt", "bias", "y", "residual", "scratch", "slot_bytes", "tile_p", "tile_m", "n_ptiles", "n_mtiles",
-          "gemm", "int64", "direct", "relu", "nslots")
+          "gemm", "int64", "direct", "relu", "shared", "cur", "n_cparts", "nslots")
 _F = {name: i for i, name in enumerate(FIELDS)}
 COLS_BYTES = 384 << 10            # im2col columns of one tile (per thread; L2 is 1 MB per core here)
 CHUNKS_PER_THREAD = 2
 MIN_TILE_WORK = 1 << 19           # multiply-adds (~10 us on one core)
 P_ALIGN = 16
-SLACK = 64                        # bytes a slot's last vector store may run past its columns
+MIN_TILE_M = 16
+SHARED_BYTES = 1 << 20            # largest column matrix of a whole image built once and shared by the threads
+ROW_SLACK = 32                    # elements a row of columns may be longer than its pixels (vector stores)
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
 
 
@@ -36,26 +38,40 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def tiles(n: int, group: int, mg: int, k: int, length: int, item: int, nt: int, direct: bool):
-    """(tile_p, tile_m, n_ptiles, n_mtiles) for ``n * group`` products ``[mg, k] @ [k, length]``."""
+def tiles(n: int, group: int, mg: int, cg: int, taps: int, length: int, item: int, nt: int, direct: bool) -> dict:
+    """The tiling fields of the record for ``n * group`` products ``[mg, K] @ [K, length]`` (``K = cg*taps``):
+    tile_p, tile_m, n_ptiles, n_mtiles, shared, n_cparts (see the module doc)."""
+    k = cg * taps
     p_max = length if direct else max(P_ALIGN, COLS_BYTES // (k * item) // P_ALIGN * P_ALIGN)
     n_p, n_m = _cdiv(length, p_max), 1
+    want = 1
     if nt > 1:
-        work = n * group * mg * k * length
-        want = max(1, min(CHUNKS_PER_THREAD * nt, work // max(1, MIN_TILE_WORK)))
+        want = max(1, min(CHUNKS_PER_THREAD * nt, n * group * mg * k * length // max(1, MIN_TILE_WORK)))
         units = n * group * n_p
         if units < want:                          # more pixel tiles, down to 4 * P_ALIGN pixels each
             n_p = max(n_p, min(_cdiv(want, n * group), max(1, length // (4 * P_ALIGN))))
             units = n * group * n_p
-        if units < want:                          # then output-channel tiles of at least 16
-            n_m = max(1, min(_cdiv(want, units), mg // 16))
+        if units < want:                          # then output-channel tiles of at least MIN_TILE_M
+            n_m = max(1, min(_cdiv(want, units), mg // MIN_TILE_M))
+    if n_m > 1 and not direct and k * length * item <= SHARED_BYTES:
+        # small images: one column matrix per image built by all threads, then output-channel tiles
+        n_m = max(1, min(want, mg // MIN_TILE_M))
+        tile_m = _round_m(mg, n_m)
+        return dict(tile_p=length, tile_m=tile_m, n_ptiles=1, n_mtiles=_cdiv(mg, tile_m), shared=1,
+                    n_cparts=min(cg, CHUNKS_PER_THREAD * nt))
     tile_p = _cdiv(length, n_p)
     if tile_p % P_ALIGN and tile_p + P_ALIGN - tile_p % P_ALIGN <= p_max:
         tile_p += P_ALIGN - tile_p % P_ALIGN
-    tile_m = _cdiv(mg, n_m)
+    tile_m = _round_m(mg, n_m)
+    return dict(tile_p=tile_p, tile_m=tile_m, n_ptiles=_cdiv(length, tile_p), n_mtiles=_cdiv(mg, tile_m), shared=0,
+                n_cparts=1)
+
+
+def _round_m(mg: int, parts: int) -> int:
+    tile_m = _cdiv(mg, parts)
     if tile_m % 8 and tile_m < mg:
         tile_m = min(mg, tile_m + 8 - tile_m % 8)
-    return tile_p, tile_m, _cdiv(length, tile_p), _cdiv(mg, tile_m)
+    return tile_m
 
 
 class NativeConv:
@@ -70,18 +86,20 @@ class NativeConv:
         self.k = geo.c // geo.group * geo.taps
         self.mg = geo.m // geo.group
         self.max_threads = max(1, max_threads)
-        p_max = max(self.plan(nt)[0] for nt in {1, self.max_threads})
-        self.slot_bytes = 0 if self.direct else _cdiv(self.k * p_max * geo.item + SLACK, 64) * 64
-        self.workspace = self.slot_bytes * self.max_threads + (64 if self.slot_bytes else 0)
+        plans = [self.plan(nt) for nt in {1, self.max_threads}]
+        p_max = max(p["tile_p"] for p in plans)
+        self.slot_bytes = 0 if self.direct else _cdiv(self.k * (p_max + ROW_SLACK) * geo.item, 64) * 64
+        need = max(self.slot_bytes * (1 if p["shared"] else self.max_threads) for p in plans)
+        self.workspace = need + (64 if need else 0)
 
-    def plan(self, nt: int):
+    def plan(self, nt: int) -> dict:
         g = self.g
-        return tiles(g.n, g.group, self.mg, self.k, g.oh * g.ow, g.item, nt, self.direct)
+        return tiles(g.n, g.group, self.mg, g.c // g.group, g.taps, g.oh * g.ow, g.item, nt, self.direct)
 
     def bind(self, ins, outs, ws, nt=1):
         g, x, y = self.g, ins[0], outs[0]
         nt = max(1, min(nt, self.max_threads))
-        tile_p, tile_m, n_p, n_m = self.plan(nt)
+        tiling = self.plan(nt)
         desc = np.zeros(len(FIELDS) + nt, np.int64)
         scratch = ws.ctypes.data if self.slot_bytes else 0
         if scratch % 64:
@@ -89,9 +107,8 @@ class NativeConv:
         vals = dict(n=g.n, c=g.c, h=g.h, w=g.w, m=g.m, group=g.group, kh=g.kh, kw=g.kw, sh=g.sh, sw=g.sw,
                     dh=g.dh, dw=g.dw, pt=g.pads[0], pl=g.pads[1], oh=g.oh, ow=g.ow, x=x.ctypes.data,
                     wt=self.w.ctypes.data, bias=0 if self.bias is None else self.bias.ctypes.data, y=y.ctypes.data,
-                    residual=0, scratch=scratch, slot_bytes=self.slot_bytes, tile_p=tile_p, tile_m=tile_m,
-                    n_ptiles=n_p, n_mtiles=n_m, gemm=self.gemm.address, int64=int(self.gemm.int64),
-                    direct=int(self.direct), relu=0, nslots=nt)
+                    residual=0, scratch=scratch, slot_bytes=self.slot_bytes, gemm=self.gemm.address,
+                    int64=int(self.gemm.int64), direct=int(self.direct), relu=0, cur=0, nslots=nt, **tiling)
         for name, v in vals.items():
             desc[_F[name]] = v
         fn, ptr, keep = _ENTRY(self.address), desc.ctypes.data, (x, y, ws, self.w, self.bias, desc)

@@ -52,7 +52,7 @@ def _graph(x, w, b, attrs, pad=None):
     return Graph("case", [xv], [out], nodes + [node])
 
 
-def _run(resolver, x, w, b, attrs, driver=True, pad=None):
+def _run(resolver, x, w, b, attrs, driver=True, pad=None, shared=None):
     g = _graph(x, w, b, attrs, pad)
     want = eval_graph(g, [x])[0]
     plan = Plan(g, resolver, num_threads=2, adaptive=False)
@@ -62,8 +62,11 @@ def _run(resolver, x, w, b, attrs, driver=True, pad=None):
             got = plan.execute([x], num_threads=nt)[0]
             assert got.dtype == want.dtype and got.shape == want.shape
             np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
-        used = [getattr(c, "conv_desc", None) is not None for c in plan._free[-1].calls(nt)]
+        descs = [getattr(c, "conv_desc", None) for c in plan._free[-1].calls(nt)]
+        used = [d is not None for d in descs]
         assert driver in used and (driver or not any(used)), f"driver used: {used}, expected {driver}"
+        if shared is not None and nt == 2:
+            assert any(d[conv_native.FIELDS.index("shared")] == shared for d in descs if d is not None)
     return want
 
 
@@ -71,12 +74,17 @@ def _arr(rng, *shape, dtype=np.float32):
     return rng.standard_normal(shape).astype(dtype)
 
 
-@pytest.fixture(params=["default", "small_tiles"])
+@pytest.fixture(params=["default", "small_tiles", "shared"])
 def tiling(request, monkeypatch):
     if request.param == "small_tiles":                          # many tiles, starting and ending inside rows
         monkeypatch.setattr(conv_native, "COLS_BYTES", 1500)
         monkeypatch.setattr(conv_native, "MIN_TILE_WORK", 0)
         monkeypatch.setattr(conv_native, "P_ALIGN", 5)
+    elif request.param == "shared":                             # on 2 threads: columns shared, channel tiles
+        monkeypatch.setattr(conv_native, "MIN_TILE_WORK", 0)
+        monkeypatch.setattr(conv_native, "P_ALIGN", 1 << 20)
+        monkeypatch.setattr(conv_native, "MIN_TILE_M", 2)
+        monkeypatch.setattr(conv_native, "CHUNKS_PER_THREAD", 3)
     return request.param
 
 
@@ -101,7 +109,9 @@ CASES = [  # x shape, w shape, attrs
 def test_against_reference(resolver, tiling, case, bias):
     xs, ws, attrs = CASES[case]
     rng = np.random.default_rng(case)
-    _run(resolver, _arr(rng, *xs), _arr(rng, *ws), _arr(rng, ws[0]) if bias else None, attrs)
+    direct = ws[2:] == (1, 1) and attrs.get("strides", (1, 1)) == (1, 1) and not attrs.get("pads")
+    _run(resolver, _arr(rng, *xs), _arr(rng, *ws), _arr(rng, ws[0]) if bias else None, attrs,
+         shared=int(tiling == "shared" and not direct) if ws[0] // attrs.get("group", 1) >= 4 else None)
 
 
 @pytest.mark.parametrize("case", [1, 3, 5, 6])
