@@ -36,7 +36,7 @@ FIELDS = ("fn", "kind", "order", "transA", "transB", "M", "N", "K", "alpha", "A"
 KIND_DOUBLE, KIND_INT64 = 1, 2
 RECORD = np.dtype([(name, "<f8" if name in ("alpha", "beta") else "<i8") for name in FIELDS])
 MIN_WORK = 1 << 17            # multiply-adds (~3 us on one core): below, the hand-off costs more than it gains
-TILES_PER_THREAD = 1
+TILES_PER_THREAD = 2
 ALIGN = 16
 _DRIVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 

@@ -111,10 +111,14 @@ def test_what_does_not_fit(addr):
     assert gemm_step(None, f, f, f.copy(), 1) is None
 
 
-def test_tile_grid():
+def test_tile_grid(monkeypatch):
+    monkeypatch.setattr(gemm_tiles, "TILES_PER_THREAD", 1)
     assert tile_grid(1, 128, 512, 128, 1) == ("N", [(0, 512)], False)
     axis, ranges, par = tile_grid(1, 128, 512, 128, 2)
     assert (axis, ranges, par) == ("N", [(0, 256), (256, 512)], True)
     assert tile_grid(1, 130, 8, 128, 2)[1] == [(0, 80), (80, 130)]
     assert tile_grid(4, 64, 64, 64, 2) == ("M", [(0, 64)], True)                       # batch entries as tiles
     assert tile_grid(1, 4, 4, 4, 2)[2] is False                                        # too small to split
+    monkeypatch.setattr(gemm_tiles, "TILES_PER_THREAD", 2)
+    assert tile_grid(1, 128, 512, 128, 2)[1] == [(0, 128), (128, 256), (256, 384), (384, 512)]
+    assert tile_grid(1, 8, 8, 4096, 2)[1] == [(0, 8)]                                  # no dim to split
