@@ -18,6 +18,11 @@ numpy path.
   operand) else along M, at multiples of ``ALIGN`` elements.  Below ``MIN_WORK`` the step runs on one thread.
 
 The records hold raw addresses: the step keeps every array it points into alive.
+
+Other drivers' use (e.g. a 1x1 convolution, NCHW): ``gemm_step(addr, W[Cout, Cin], X.reshape(N, Cin, H*W),
+Y.reshape(N, Cout, H*W), nt, beta=1.0, bias=b[:, None])`` (the 2-D weight broadcasts over the batch); several
+products in one call: ``tiles_step(addr, np.concatenate([rec1, rec2]), nt, keep=...)`` with the records of
+``gemm_records`` (tiles of one call run concurrently: they must not depend on each other).
 """
 from __future__ import annotations
 

@@ -155,3 +155,28 @@ def test_against_onnxruntime(tmp_path, monkeypatch):
         got = m.run(feeds)
         for name, w in zip(("g", "att"), want):
             np.testing.assert_allclose(got[name], w, rtol=1e-4, atol=1e-4)
+
+
+def test_concurrent_runs_share_the_pool(resolver):
+    """Two Python threads running one plan: each run has its own executor (its own tile records); a caller
+    that finds the pool busy runs its tiles itself."""
+    import threading
+    rng = np.random.default_rng(9)
+    a, w = _arr(rng, 2, 64, 96), _arr(rng, 96, 80)
+    g, feeds = _graph("MatMul", [a, w], None, (1,))
+    plan = Plan(g, resolver, num_threads=2, adaptive=False)
+    want = eval_graph(g, feeds)[0]
+    errors = []
+
+    def work():
+        try:
+            for _ in range(30):
+                np.testing.assert_allclose(plan.execute(feeds)[0], want, rtol=2e-5, atol=2e-4)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
