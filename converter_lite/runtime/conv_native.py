@@ -86,11 +86,24 @@ class NativeConv:
         self.k = geo.c // geo.group * geo.taps
         self.mg = geo.m // geo.group
         self.max_threads = max(1, max_threads)
+        self.relu = self.residual = False                 # epilogue taken over from the next fused kernel
         plans = [self.plan(nt) for nt in {1, self.max_threads}]
         p_max = max(p["tile_p"] for p in plans)
         self.slot_bytes = 0 if self.direct else _cdiv(self.k * (p_max + ROW_SLACK) * geo.item, 64) * 64
         need = max(self.slot_bytes * (1 if p["shared"] else self.max_threads) for p in plans)
         self.workspace = need + (64 if need else 0)
+
+    def epilogue(self, node, ins, own, prog):
+        """Lowering hook (``Impl.epilogue``): takes over a fused kernel after the Conv that is a Relu (``Max``
+        with 0), an ``Add`` of a value computed earlier, or that Add then a Relu; returns the extra inputs."""
+        if self.relu or self.residual:
+            return None
+        found = _epilogue_of(node.attrs.get("graph"), ins, own, prog)
+        if found is None:
+            return None
+        self.relu, res = found
+        self.residual = res is not None
+        return () if res is None else (res,)
 
     def plan(self, nt: int) -> dict:
         g = self.g
@@ -107,11 +120,11 @@ class NativeConv:
         vals = dict(n=g.n, c=g.c, h=g.h, w=g.w, m=g.m, group=g.group, kh=g.kh, kw=g.kw, sh=g.sh, sw=g.sw,
                     dh=g.dh, dw=g.dw, pt=g.pads[0], pl=g.pads[1], oh=g.oh, ow=g.ow, x=x.ctypes.data,
                     wt=self.w.ctypes.data, bias=0 if self.bias is None else self.bias.ctypes.data, y=y.ctypes.data,
-                    residual=0, scratch=scratch, slot_bytes=self.slot_bytes, gemm=self.gemm.address,
-                    int64=int(self.gemm.int64), direct=int(self.direct), relu=0, cur=0, nslots=nt, **tiling)
+                    residual=ins[-1].ctypes.data if self.residual else 0, scratch=scratch, slot_bytes=self.slot_bytes, gemm=self.gemm.address,
+                    int64=int(self.gemm.int64), direct=int(self.direct), relu=int(self.relu), cur=0, nslots=nt, **tiling)
         for name, v in vals.items():
             desc[_F[name]] = v
-        fn, ptr, keep = _ENTRY(self.address), desc.ctypes.data, (x, y, ws, self.w, self.bias, desc)
+        fn, ptr, keep = _ENTRY(self.address), desc.ctypes.data, (ins, y, ws, self.w, self.bias, desc)
 
         def run():
             fn(ptr, nt)
@@ -128,3 +141,39 @@ def native_dense(ctx, geo, w: np.ndarray, bias):
         return None
     return NativeConv(geo, w, bias, address, gemm, ctx.num_threads)
 
+
+
+def _is_zero(v) -> bool:
+    return v is not None and v.const is not None and np.size(v.const) == 1 and float(np.asarray(v.const).reshape(-1)[0]) == 0
+
+
+def _epilogue_of(graph, ins, own, prog):
+    """(relu, residual value id or None) when fused sub-graph ``graph`` (inputs bound to value ids ``ins``) is
+    ``Relu(own)``/``Max(own, 0)``, ``Add(own, r)`` or ``Relu(Add(own, r))`` with ``r`` a computed value of
+    ``own``'s shape and dtype; else None."""
+    if graph is None or len(graph.outputs) != 1 or len(graph.inputs) != len(ins) or not 1 <= len(graph.nodes) <= 2:
+        return None
+    vid = {id(v): i for v, i in zip(graph.inputs, ins)}
+    cur, residual, relu = None, None, False
+    src = [v for v in graph.inputs if vid[id(v)] == own]
+    if len(src) != 1:
+        return None
+    cur = src[0]
+    for k, n in enumerate(graph.nodes):
+        others = [v for v in n.inputs if v is not cur]
+        if len(n.outputs) != 1 or len(others) != len(n.inputs) - 1:
+            return None
+        if n.op == "Add" and k == 0 and len(others) == 1 and id(others[0]) in vid:
+            r = vid[id(others[0])]
+            rv, ov = prog.values[r], prog.values[own]
+            if r == own or rv.const is not None or rv.dynamic or rv.shape != ov.shape or rv.dtype != ov.dtype:
+                return None
+            residual = r
+        elif (n.op == "Relu" and not others) or (n.op == "Max" and len(others) == 1 and _is_zero(others[0])):
+            relu = True
+        else:
+            return None
+        if relu and k != len(graph.nodes) - 1:
+            return None
+        cur = n.outputs[0]
+    return (relu, residual) if cur is graph.outputs[0] else None

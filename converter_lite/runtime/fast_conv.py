@@ -139,7 +139,7 @@ def _conv(ctx: NodeCtx):
         plan = _Dense(geo, wc, bias, ones_tail=ones)
     inputs = (src,) + tuple(ctx.ins[1:])
     return Impl(bind=plan.bind, workspace=plan.workspace, inputs=inputs,
-                absorbed=(pad_node.name,) if pad_node is not None else ())
+                absorbed=(pad_node.name,) if pad_node is not None else (), epilogue=getattr(plan, "epilogue", None))
 
 
 class _Geo:

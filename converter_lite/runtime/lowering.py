@@ -55,7 +55,11 @@ class Impl:
     """How a step runs.  ``bind(ins, outs, scratch, nt) -> run()`` pre-binds arrays (static steps) for a run on
     ``nt`` threads; ``call(ins) -> outs`` computes fresh arrays (reference kernels, dynamic shapes).  ``inplace``: input positions whose
     storage output 0 may take over (elementwise only).  ``workspace``: scratch bytes needed by ``bind``.
-    ``inputs`` overrides the node's inputs (value ids), e.g. a Conv reading the input of a Pad it absorbed."""
+    ``inputs`` overrides the node's inputs (value ids), e.g. a Conv reading the input of a Pad it absorbed.
+    ``epilogue(node, ins, own, prog)``: offered a fused kernel (GraphKernel ``node`` reading value ids ``ins``)
+    that comes right after this step and is the only reader of its output ``own``; returns the value ids the
+    step must read in addition if it now computes the kernel itself (its output then holds the kernel's), else
+    None."""
     bind: Callable[[list, list, np.ndarray], Callable[[], Any]] | None = None
     call: Callable[[list], list] | None = None
     inplace: tuple[int, ...] = ()
@@ -63,6 +67,7 @@ class Impl:
     native: bool = False
     inputs: tuple[int | None, ...] | None = None
     absorbed: tuple[str, ...] = ()
+    epilogue: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -178,7 +183,10 @@ def lower(graph: Graph, resolve=None, fast: dict[str, Factory] | None = None, nu
     for v in graph.inputs:
         ids[id(v)] = prog.add(PValue(v.name, _shape(v), _dtype(v)))
     prog.inputs = [ids[id(v)] for v in graph.inputs]
-    _Lowerer(prog, ids, resolve, fast or {}, num_threads).nodes(graph.nodes, None)
+    lw = _Lowerer(prog, ids, resolve, fast or {}, num_threads)
+    for v in [i for n in graph.nodes for i in n.inputs] + list(graph.outputs):
+        lw.uses[id(v)] = lw.uses.get(id(v), 0) + 1
+    lw.nodes(graph.nodes, None)
     prog.outputs = [_vid(prog, ids, v) for v in graph.outputs]
     _drop_dead_steps(prog)
     return prog
@@ -207,6 +215,7 @@ def _vid(prog: Program, ids: dict, v: Value | None) -> int | None:
 class _Lowerer:
     def __init__(self, prog, ids, resolve, fast, num_threads):
         self.prog, self.ids, self.resolve, self.fast, self.num_threads = prog, ids, resolve, fast, num_threads
+        self.uses: dict[int, int] = {}             # top-level Value id -> readers (nodes and graph outputs)
 
     def nodes(self, nodes: list[Node], kernel: int | None) -> None:
         for node in nodes:
@@ -218,6 +227,8 @@ class _Lowerer:
         if self._fold(node, ins):
             return
         top = kernel is None
+        if top and node.op == "GraphKernel" and self._epilogue(node, ins):
+            return
         if top:
             prog.kernels.append(KernelEntry(node, tuple(node.attrs.get("source_nodes", ()))))
             kernel = len(prog.kernels) - 1
@@ -247,6 +258,29 @@ class _Lowerer:
         if impl is None:
             impl = _reference_impl(node)
         self._step(node, ins, kernel, impl, outs)
+
+    def _epilogue(self, node: Node, ins: list) -> bool:
+        """Lets the previous step compute fused kernel ``node`` on its output (``Impl.epilogue``); ``node``'s
+        output becomes a view of that step's output."""
+        prog = self.prog
+        last = prog.steps[-1] if prog.steps else None
+        if last is None or last.impl.epilogue is None or len(node.outputs) != 1 or len(last.outputs) != 1:
+            return False
+        own = last.outputs[0]
+        src = [v for v, vid in zip(node.inputs, ins) if vid == own]
+        if len(src) != 1 or self.uses.get(id(src[0]), 0) != 1:
+            return False
+        extra = last.impl.epilogue(node, ins, own, prog)
+        if extra is None:
+            return False
+        last.inputs = tuple(last.inputs) + tuple(extra)
+        out = self._new(node.outputs[0])
+        prog.make_view(out, own, 0)
+        prog.producer[out] = (node, tuple(ins))
+        entry = prog.kernels[last.kernel]
+        entry.source_nodes = (entry.source_nodes or (entry.node.name,)) + tuple(
+            node.attrs.get("source_nodes", ()) or (node.name,))
+        return True
 
     def _new(self, v: Value) -> int:
         vid = self.ids[id(v)] = self.prog.add(PValue(v.name, _shape(v), _dtype(v)))

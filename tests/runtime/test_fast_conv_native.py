@@ -157,3 +157,39 @@ def test_against_onnxruntime(tmp_path):
     for nt in (1, 2):
         got = load(out, num_threads=nt).run(feeds)["y"]
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def _fused_model(tmp_path, nodes, inits, outputs, x_shape=(1, 4, 12, 12)):
+    import onnx
+
+    from converter_lite.api import convert
+    model = make_model(nodes, [tensor_info("x", np.float32, list(x_shape))],
+                       [tensor_info(o, np.float32, None) for o in outputs], initializers=inits)
+    src = tmp_path / "f.onnx"
+    onnx.save(model, src)
+    return model, convert(str(src), str(tmp_path / "f"), graph_kernel_flags="--opt_level=2")
+
+
+def test_relu_and_residual_epilogues(tmp_path):
+    """Relu / Add / Add+Relu after a Conv run in the Conv's epilogue (the fused kernel disappears), the Add's
+    other input computed before; a Conv output read twice keeps its own kernel."""
+    from converter_lite.api import load
+    rng = np.random.default_rng(11)
+    inits = {f"w{i}": _arr(rng, 4, 4, 3, 3) for i in range(5)} | {f"b{i}": _arr(rng, 4) for i in range(5)}
+    conv = lambda i, src, out: oh.make_node("Conv", [src, f"w{i}", f"b{i}"], [out], pads=[1, 1, 1, 1])  # noqa: E731
+    nodes = [conv(0, "x", "c0"), oh.make_node("Relu", ["c0"], ["r0"]),                 # Relu
+             conv(1, "r0", "c1"), oh.make_node("Add", ["c1", "x"], ["a1"]),             # Add (no Relu)
+             conv(2, "a1", "c2"), oh.make_node("Add", ["r0", "c2"], ["s2"]), oh.make_node("Relu", ["s2"], ["r2"]),
+             conv(3, "r2", "c3"), oh.make_node("Relu", ["c3"], ["r3"]), oh.make_node("Add", ["c3", "r3"], ["y"])]
+    model, out = _fused_model(tmp_path, nodes, inits, ["y", "a1"])
+    feeds = {"x": _arr(rng, 1, 4, 12, 12)}
+    want = run_ort(model, feeds)
+    for nt in (1, 2):
+        m = load(out, num_threads=nt)
+        got = m.run(feeds)
+        for name, w in zip(("y", "a1"), want):
+            np.testing.assert_allclose(got[name], w, rtol=1e-4, atol=1e-4)
+    steps = load(out, num_threads=2).plan.program.steps
+    convs = [len(s.inputs) for s in steps if s.node.op == "Conv"]
+    assert convs == [3, 4, 4, 3], convs                    # c1 and c2 read their residual; c3 is read twice
+    assert sum(s.node.op == "GraphKernel" for s in steps) <= 1
