@@ -21,6 +21,9 @@ from .types import I64
 # loads/stores instead of being fully unrolled (which lets LLVM widen the outer loop with gathers/scatters)
 SHORT_LOOP = {"llvm.loop.vectorize.enable": True, "llvm.loop.vectorize.predicate.enable": True,
               "llvm.loop.unroll.disable": None}
+# the innermost loop of a nest: 4 vectors per iteration, so long dependency chains in the body (a 7x7 depthwise
+# convolution sums 49 taps) of different vectors overlap instead of waiting on each other
+LONG_LOOP = {"llvm.loop.interleave.count": 4}
 SHORT_LOOP_STRIDED = {"llvm.loop.vectorize.enable": True, "llvm.loop.unroll.disable": None}
 
 

@@ -27,7 +27,7 @@ from ..ir.core import Graph, Value
 from ..ir.dtype import DType
 from .errors import UnsupportedOpError
 from .index import INDEX_MAPS, RESHAPE_LIKE, Index, _numel, slice_params
-from .loops import SHORT_LOOP, SHORT_LOOP_STRIDED, for_range, loop_nest
+from .loops import LONG_LOOP, SHORT_LOOP, SHORT_LOOP_STRIDED, for_range, loop_nest
 from .mathfn import MathEmitter
 from .reuse import plan_reuse
 from .reduce import (
@@ -53,7 +53,7 @@ from .types import (
 )
 
 FLAT_ALIGN = 64          # a thread's share of a flat loop starts on a multiple of this many elements
-SHORT_INNER = 32         # loop nests whose innermost extent is below this widen it with a masked tail (SHORT_LOOP)
+SHORT_INNER = 128        # loop nests whose innermost extent is below this: widened with a masked tail (SHORT_LOOP)
 
 
 @dataclass
@@ -414,8 +414,10 @@ def _short_loop_hints(plan: KernelPlan, st: MapStage) -> dict | None:
     widened, not unrolled (full unrolling lets LLVM widen the outer loop with gathers and scatters); the tail
     masked when every Slice reads its last axis with step 1 (contiguous masked loads), else a scalar tail
     (masked strided loads would be gathers, plain ones become shuffles)."""
-    if len(st.shape) < 2 or not 1 < st.shape[-1] < SHORT_INNER:
+    if len(st.shape) < 2 or st.shape[-1] <= 1:
         return None
+    if st.shape[-1] >= SHORT_INNER:
+        return LONG_LOOP
     strided = any(n.op == "Slice" and slice_params(n)[-1][1] != 1 for n in plan.graph.nodes)
     return SHORT_LOOP_STRIDED if strided else SHORT_LOOP
 

@@ -25,8 +25,11 @@ from llvmlite import ir
 from ..ir.core import Node
 from ..ir.dtype import DType
 from .index import Index
-from .loops import loop_nest
+from .loops import SHORT_LOOP, SHORT_LOOP_STRIDED, loop_nest
 from .types import F32, compute_type, constant, is_unsigned
+
+
+REDUCE_SHORT = 256        # reduced innermost extents below this get loop hints (_reduce_hints)
 
 
 @dataclass(frozen=True)
@@ -236,7 +239,8 @@ def emit_reduce(em, st: ReduceStage, lo: ir.Value, hi: ir.Value) -> None:
             b.store(identity(red, adt), slot)
             if fast_ext:
                 b.store(ir.Constant(ir.IntType(1), 0), nan_slot)
-            with loop_nest(b, [extent(d) for d in st.axes], "r") as rc, em.memo_scope():
+            with loop_nest(b, [extent(d) for d in st.axes], "r", _reduce_hints(shape[st.axes[-1]] if st.axes else 1)) as rc, \
+                    em.memo_scope():
                 coords = _merge(len(shape), kept, kc, st.axes, rc)
                 x = element(coords)
                 if fast_ext:
@@ -268,6 +272,15 @@ def emit_reduce(em, st: ReduceStage, lo: ir.Value, hi: ir.Value) -> None:
             oi = Index(b, node.outputs[0].shape, _out_from_kept(st, oc, zero))
             v = finalize(em, red, em.load_compute(acc, oi), count, adt)
             em.store_compute(st.dst, oi, _to_out(em, v, adt, out_dtype))
+
+
+def _reduce_hints(extent: int) -> dict | None:
+    """Loop hints of the innermost reduced axis when it is short (LayerNorm over 32 channels, attention
+    softmax over 64 keys): widened along the reduced axis, never fully unrolled (LLVM would then widen the
+    kept axes with gathers)."""
+    if extent <= 1 or extent >= REDUCE_SHORT:
+        return None
+    return SHORT_LOOP if extent < 16 else SHORT_LOOP_STRIDED
 
 
 def _emit_special(em, st: ReduceStage, extent, out_index, element) -> None:

@@ -242,15 +242,18 @@ def test_same_shape_chains_use_the_flat_fast_path():
 
 def test_short_inner_loops_carry_vectorize_hints():
     """A loop nest with a short innermost extent is widened with a masked tail (contiguous taps) or a scalar
-    tail (strided taps), never fully unrolled; long ones carry no hints."""
+    tail (strided taps), never fully unrolled; long ones are interleaved; a short reduced axis is widened."""
     from converter_lite.codegen.abi import lower_kernel
     for stride, predicate in ((1, True), (2, False)):
         case = next(c for c in CASES if c.name == f"depthwise_s{stride}")
         text = str(lower_kernel(case.graph, "k")[0])
         assert "llvm.loop.unroll.disable" in text and "distinct" in text
         assert ("llvm.loop.vectorize.predicate.enable" in text) == predicate
-    g = make_graph("long", [(F32, (4, 64)), (F32, (64,))], lambda b, x, y: x + y)
-    assert "llvm.loop" not in str(lower_kernel(g, "k")[0])
+    g = make_graph("long", [(F32, (4, 256)), (F32, (256,))], lambda b, x, y: x + y)
+    text = str(lower_kernel(g, "k")[0])
+    assert "llvm.loop.interleave.count" in text and "llvm.loop.unroll.disable" not in text
+    g = make_graph("ln32", [(F32, (40, 32))], lambda b, x: b.op("ReduceSum", x, _axes(b, (1,)), keepdims=1))
+    assert "llvm.loop.unroll.disable" in str(lower_kernel(g, "k")[0])
 
 
 def test_softmax_plan_materializes_only_the_reductions():
