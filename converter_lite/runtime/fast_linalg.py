@@ -15,7 +15,8 @@ CBLAS call of numpy's own (single-threaded) BLAS, transposes read in place, Gemm
 output tile by tile before the product (CBLAS's ``beta`` then adds it) and ``alpha`` passed to BLAS.
 Otherwise (no native code, operands the driver does not take) large products are split by rows across the
 Python thread team (``parallel.row_parallel``: each part a BLAS call on its rows).  Only float32/float64;
-other dtypes use the reference kernels.
+other dtypes use the reference kernels.  ``FusedMatMul`` (made by the optional matmul_elem fusions) runs on the
+driver only: its bias is the prefill, then Relu in place or the reference Gelu.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from functools import partial
 import numpy as np
 
 from ..ops.nn import matmul_shape
-from ..ops.registry import KernelError
+from ..ops.registry import OPS, KernelError
 from .gemm_tiles import GEMM_TILES_SYMBOL, gemm_step
 from .lowering import Impl, NodeCtx
 from .parallel import row_parallel
@@ -114,4 +115,52 @@ def _gemm(ctx: NodeCtx):
     return Impl(bind=bind)
 
 
-LINALG_FAST = {"MatMul": _matmul, "Gemm": _gemm}
+def _fused_matmul(ctx: NodeCtx):
+    """``FusedMatMul(A, B, bias?)`` + activation: only on the driver (else the reference kernel).  The bias is
+    copied into the output tile by tile before the product; Relu runs in place after it, Gelu through the
+    reference activation."""
+    a, b, y = ctx.value(0), ctx.value(1), ctx.out()
+    bias = ctx.value(2)
+    act = ctx.attrs.get("activation", "")
+    addr = ctx.native(GEMM_TILES_SYMBOL)
+    if addr is None or act not in ("", "Relu", "Gelu") or a.dtype not in FLOATS or b.dtype != a.dtype \
+            or y.dtype != a.dtype or (bias is not None and bias.dtype != a.dtype):
+        return None
+    try:
+        if matmul_shape(a.shape, b.shape) != y.shape or len(a.shape) < 2 or len(b.shape) < 2 or (
+                bias is not None and np.broadcast_shapes(bias.shape, y.shape) != y.shape):
+            return None
+    except (KernelError, ValueError):
+        return None
+    gelu = OPS["Gelu"].compute if act == "Gelu" else None
+    gelu_attrs = {"approximate": ctx.attrs.get("approximate", "none")}
+    reference = OPS["FusedMatMul"].compute
+    rows = int(np.prod(a.shape[:-1]))
+    row_bias = bias is None or all(d == 1 for d in bias.shape[:-1])
+    flat = len(b.shape) == 2 and row_bias          # one GEMM over all rows (bias: one row or a scalar)
+
+    def bind(ins, outs, ws, nt=1):
+        x, w, o = ins[0], ins[1], outs[0]
+        bv = None if bias is None else ins[2]
+        if flat and x.flags.c_contiguous and o.flags.c_contiguous:
+            x, o = x.reshape(rows, x.shape[-1]), o.reshape(rows, o.shape[-1])
+            bv = None if bv is None else bv.reshape(bv.shape[-1:])
+        mm = gemm_step(addr, x, w, o, nt, 1.0, 0.0 if bv is None else 1.0, bv)
+        out = outs[0]
+        if mm is None:
+            return lambda: np.copyto(out, reference(ctx.attrs, *ins), casting="unsafe")
+        if not act:
+            return mm
+
+        def run():
+            mm()
+            if gelu is None:
+                np.maximum(out, 0, out=out)
+            else:
+                np.copyto(out, gelu(gelu_attrs, out))
+        run.tiles = mm.tiles                           # (what the step runs, for tests and tools)
+        return run
+    return Impl(bind=bind)
+
+
+LINALG_FAST = {"MatMul": _matmul, "Gemm": _gemm, "FusedMatMul": _fused_matmul}

@@ -180,3 +180,23 @@ def test_concurrent_runs_share_the_pool(resolver):
     for t in threads:
         t.join()
     assert not errors
+
+
+@pytest.mark.parametrize("act", [("", "none"), ("Relu", "none"), ("Gelu", "none"), ("Gelu", "tanh")])
+@pytest.mark.parametrize("case", [((2, 33, 40), (40, 50), (50,)), ((2, 33, 40), (40, 50), (33, 1)),
+                                  ((2, 2, 16, 8), (2, 2, 8, 16), (2, 1, 1, 16)), ((5, 7), (7, 3), None)])
+def test_fused_matmul(resolver, act, case):
+    rng = np.random.default_rng(len(case[0]))
+    a, b, bias = _arr(rng, *case[0]), _arr(rng, *case[1]), None if case[2] is None else _arr(rng, *case[2])
+    attrs = {"activation": act[0], "approximate": act[1], "has_bias": int(bias is not None)}
+    inputs = [a, b] if bias is None else [a, b, bias]
+    _run(resolver, "FusedMatMul", inputs, attrs, consts=(1, 2))
+
+
+def test_fused_matmul_without_native_code_keeps_the_reference():
+    rng = np.random.default_rng(0)
+    g, feeds = _graph("FusedMatMul", [_arr(rng, 4, 5), _arr(rng, 5, 3), _arr(rng, 3)], {"activation": "Relu",
+                                                                                      "has_bias": 1}, (1, 2))
+    plan = Plan(g, None, num_threads=1)
+    assert plan.program.steps[0].impl.bind is None                   # the reference kernel
+    np.testing.assert_allclose(plan.execute(feeds)[0], eval_graph(g, feeds)[0])
