@@ -52,6 +52,7 @@ FIELDS = ("n", "c", "h", "w", "m", "group", "kh", "kw", "sh", "sw", "dh", "dw", 
           "gemm", "int64", "direct", "relu", "shared", "cur", "n_cparts", "nslots")
 _F = {name: i for i, name in enumerate(FIELDS)}
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS = 101, 111
+VECTOR_BYTES = 64                   # im2col vector width (masked loads; LLVM splits it where vectors are narrower)
 
 
 def _c(v: int) -> ir.Constant:
@@ -83,7 +84,7 @@ class _Body:
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
         self.desc = self.b.bitcast(fn.args[0], I64.as_pointer())
         self.memset = module.declare_intrinsic("llvm.memset", [BYTE_PTR, I64])
-        self.vl = 4 if real is F64 else 8                                # lanes of a 32-byte vector
+        self.vl = VECTOR_BYTES // (8 if real is F64 else 4)
         self.vec, self.vec2 = ir.VectorType(real, self.vl), ir.VectorType(real, 2 * self.vl)
         self.vzero, self.vzero2 = ir.Constant(self.vec, None), ir.Constant(self.vec2, None)
         self.mload, self.mload2 = (self._masked_load(module, v) for v in (self.vec, self.vec2))

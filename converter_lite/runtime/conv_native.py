@@ -24,6 +24,7 @@ FIELDS = ("n", "c", "h", "w", "m", "group", "kh", "kw", "sh", "sw", "dh", "dw", 
           "x", "wt", "bias", "y", "residual", "scratch", "slot_bytes", "tile_p", "tile_m", "n_ptiles", "n_mtiles",
           "gemm", "int64", "direct", "relu", "shared", "cur", "n_cparts", "nslots")
 _F = {name: i for i, name in enumerate(FIELDS)}
+P_MAX = 384                       # pixels per tile at most (OpenBLAS slows down on wider row-major products)
 COLS_BYTES = 384 << 10            # im2col columns of one tile (per thread; L2 is 1 MB per core here)
 CHUNKS_PER_THREAD = 2
 MIN_TILE_WORK = 1 << 19           # multiply-adds (~10 us on one core)
@@ -42,7 +43,7 @@ def tiles(n: int, group: int, mg: int, cg: int, taps: int, length: int, item: in
     """The tiling fields of the record for ``n * group`` products ``[mg, K] @ [K, length]`` (``K = cg*taps``):
     tile_p, tile_m, n_ptiles, n_mtiles, shared, n_cparts (see the module doc)."""
     k = cg * taps
-    p_max = length if direct else max(P_ALIGN, COLS_BYTES // (k * item) // P_ALIGN * P_ALIGN)
+    p_max = min(P_MAX, length if direct else max(P_ALIGN, COLS_BYTES // (k * item) // P_ALIGN * P_ALIGN))
     n_p, n_m = _cdiv(length, p_max), 1
     want = 1
     if nt > 1:
