@@ -25,7 +25,7 @@ FIELDS = ("n", "c", "h", "w", "m", "group", "kh", "kw", "sh", "sw", "dh", "dw", 
           "gemm", "int64", "direct", "relu", "shared", "cur", "n_cparts", "nslots")
 _F = {name: i for i, name in enumerate(FIELDS)}
 P_MAX = 384                       # pixels per tile at most (OpenBLAS slows down on wider row-major products)
-COLS_BYTES = 384 << 10            # im2col columns of one tile (per thread; L2 is 1 MB per core here)
+COLS_BYTES = 512 << 10            # im2col columns of one tile (per thread; L2 is 1 MB per core here)
 CHUNKS_PER_THREAD = 2
 MIN_TILE_WORK = 1 << 19           # multiply-adds (~10 us on one core)
 P_ALIGN = 16
@@ -54,6 +54,8 @@ def tiles(n: int, group: int, mg: int, cg: int, taps: int, length: int, item: in
             units = n * group * n_p
         if units < want:                          # then output-channel tiles of at least MIN_TILE_M
             n_m = max(1, min(_cdiv(want, units), mg // MIN_TILE_M))
+        elif units % nt and n_p < length:         # a whole number of tiles per thread
+            n_p = min(length, n_p + nt - units % nt if n * group == 1 else n_p)
     if n_m > 1 and not direct and k * length * item <= SHARED_BYTES:
         # small images: one column matrix per image built by all threads, then output-channel tiles
         n_m = max(1, min(want, mg // MIN_TILE_M))
@@ -61,8 +63,9 @@ def tiles(n: int, group: int, mg: int, cg: int, taps: int, length: int, item: in
         return dict(tile_p=length, tile_m=tile_m, n_ptiles=1, n_mtiles=_cdiv(mg, tile_m), shared=1,
                     n_cparts=min(cg, CHUNKS_PER_THREAD * nt))
     tile_p = _cdiv(length, n_p)
-    if tile_p % P_ALIGN and tile_p + P_ALIGN - tile_p % P_ALIGN <= p_max:
-        tile_p += P_ALIGN - tile_p % P_ALIGN
+    aligned = tile_p + (-tile_p) % P_ALIGN
+    if aligned <= p_max and _cdiv(length, aligned) == n_p:
+        tile_p = aligned
     tile_m = _round_m(mg, n_m)
     return dict(tile_p=tile_p, tile_m=tile_m, n_ptiles=_cdiv(length, tile_p), n_mtiles=_cdiv(mg, tile_m), shared=0,
                 n_cparts=1)
