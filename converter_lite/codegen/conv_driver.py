@@ -9,17 +9,26 @@ runtime at bind time (runtime/conv_native.py), so a bound Conv step is one forei
 channels of the group.  Tiles are the chunks of ``cl_pool_parallel_for`` (pool.py); per tile:
 
 1. **im2col** of the tile's pixels into a scratch slot: ``cols[K, P]``, ``K = C/G * kh * kw`` rows ordered
-   (channel, kernel row, kernel column) like the weights, ``P`` the tile's pixel count.  Per kernel tap and
-   output row, the in-bounds input run is one ``memcpy`` when the column stride is 1 (a constant-stride-2 loop
-   when it is 2, else a generic strided loop); the padding is zero filled.  The slot is claimed with a
-   compare-and-swap on its flag (``nslots`` slots of ``slot_bytes`` each at ``scratch``; the runtime gives one
-   per thread, so a claim waits only if more workers than that run tiles at once) and released after the GEMM.
-   With ``direct`` (1x1 kernel, stride 1, no padding) the input itself is the column matrix (``ldb = OH*OW``)
-   and no slot is used.
+   (channel, kernel row, kernel column) like the weights, ``P`` the tile's pixel count, rows ``row_stride(P)``
+   apart.  Per channel, kernel row and output row (input row computed once), then per kernel column, the
+   output columns are written VECTOR_BYTES at a time by masked vector loads (zero outside the input: the
+   padding), contiguous for column stride 1, even lanes of a double-width load for stride 2, a scalar loop
+   otherwise; a store may run past the segment into what is written next or the row's slack.  The slot is
+   claimed with a compare-and-swap on its flag (``nslots`` slots of ``slot_bytes`` each at ``scratch``; the
+   runtime gives one per thread, so a claim waits only if more workers than that run tiles at once) and
+   released after the GEMM.  With ``direct`` (1x1 kernel, stride 1, no padding) the input itself is the column
+   matrix (``ldb = OH*OW``) and no slot is used.
 2. **GEMM** ``Y_tile[tile_m, P] = W[tile_m, K] @ cols[K, P]`` by numpy's own CBLAS ``sgemm``/``dgemm``
    (``gemm``, 64-bit integers when ``int64``), writing straight into ``Y`` (``ldc = OH*OW``).
 3. **epilogue** while the tile is in cache: ``y += bias[m]`` (``bias`` != 0), ``y += residual[...]`` (an
    array shaped like ``Y``, when != 0), then ``y = max(y, 0)`` when ``relu`` (NaN stays NaN).
+
+Chunk ``t`` is tile ``(n, g, pixel tile, channel tile)`` with the channel tile varying fastest.
+
+**Shared mode** (``shared`` != 0; small images on several threads): per image ``(n, g)`` in turn (``cur``), the
+threads first build the image's whole column matrix at ``scratch`` together (``n_cparts`` chunks of input
+channels), then run its ``n_mtiles`` output-channel tiles (GEMM + epilogue) over all ``OH*OW`` pixels: two
+pool calls per image, and the columns are built once however many channel tiles read them.
 
 Fields (i64; addresses as integers):
 
@@ -29,14 +38,14 @@ m group kh kw         output channels, groups (C and M divisible by it), kernel 
 sh sw dh dw pt pl     strides, dilations, top/left padding (the bottom/right padding follows from oh/ow)
 oh ow                 output spatial size
 x wt bias y residual  input, weights [M, C/G, kh, kw] (C-contiguous), bias [M] or 0, output, residual or 0
-scratch slot_bytes    scratch slots (nslots of slot_bytes bytes each, >= K * tile_p elements)
+scratch slot_bytes    scratch slots (nslots of slot_bytes bytes each, >= K * row_stride(tile_p) elements)
 tile_p tile_m         pixels and output channels per tile
 n_ptiles n_mtiles     tiles per (n, g) along pixels / along the group's output channels
 gemm int64            address of the CBLAS gemm, 1 when its integer arguments are 64-bit
-direct relu nslots    see above; number of slot flags after the fields
+direct relu           see above
+shared cur n_cparts   shared mode, its current image (written by the driver), channel chunks of its im2col
+nslots                number of slot flags after the fields
 ====================  =======================================================================================
-
-Chunk ``t`` is tile ``(n, g, pixel tile, channel tile)`` with the channel tile varying fastest.
 """
 from __future__ import annotations
 

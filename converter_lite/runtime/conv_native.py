@@ -1,15 +1,23 @@
 """Dense 2-D Conv through the native tile driver (codegen/conv_driver.py): im2col tiles in per-thread scratch +
-numpy's own CBLAS GEMM per tile, spread over the native thread pool, bias fused in the epilogue.
+numpy's own CBLAS GEMM per tile, spread over the native thread pool, bias (and a following Relu / residual
+Add) fused in the epilogue.
 
-``native_dense(ctx, geo, w, bias)`` -> a plan (``workspace``, ``bind``) or None when the model's native code has
-no driver for the dtype (no native code, native code off, a model converted before the driver existed) or
-numpy's BLAS exposes no CBLAS GEMM (runtime/blas.py); fast_conv.py then runs its numpy path.
+``native_dense(ctx, geo, w, bias)`` -> a plan (``workspace``, ``bind``, ``epilogue``) or None when the model's
+native code has no driver for the dtype (no native code, native code off, a model converted before the driver
+existed) or numpy's BLAS exposes no CBLAS GEMM (runtime/blas.py); fast_conv.py then runs its numpy path.
 
-Tiling (``tiles``): a tile's columns ``[K, P]`` (``K = C/G * kh * kw``) fit in ``COLS_BYTES`` so that the copy
-and the GEMM reading it stay in L2; with several threads the pixels, then the output channels, are split
-further until there are ``CHUNKS_PER_THREAD`` tiles per thread (never below ``MIN_TILE_WORK`` multiply-adds
-per tile, where waking a worker costs more than it saves).  A bound step is one ctypes call on a record
+Tiling (``tiles``): a tile has at most ``P_MAX`` pixels and its columns ``[K, P]`` (``K = C/G * kh * kw``) fit
+in ``COLS_BYTES`` so that the copy and the GEMM reading it stay in L2; with several threads the pixels, then
+the output channels, are split further until there are ``CHUNKS_PER_THREAD`` tiles per thread (never below
+``MIN_TILE_WORK`` multiply-adds per tile, where waking a worker costs more than it saves), a whole number of
+pixel tiles per thread.  When output channels must be split and an image's columns fit in ``SHARED_BYTES``,
+the driver's shared mode builds them once for all channel tiles.  A bound step is one ctypes call on a record
 (``FIELDS``, the layout codegen/conv_driver.py documents) that holds every address and size.
+
+Epilogue fusion (``NativeConv.epilogue``, the lowering's ``Impl.epilogue`` hook): a fused kernel right after
+the Conv, sole reader of its output, that is ``Relu``/``Max(x, 0)``, ``Add(x, r)`` with ``r`` computed before
+(same shape and dtype) or that Add then the Relu, runs in the driver's epilogue instead; ``r`` becomes an extra
+input of the step (the last one).
 """
 from __future__ import annotations
 
