@@ -40,7 +40,10 @@ FIELDS = ("fn", "kind", "order", "transA", "transB", "M", "N", "K", "alpha", "A"
           "C", "ldc", "bias", "rs", "cs", "unused")
 KIND_DOUBLE, KIND_INT64 = 1, 2
 RECORD = np.dtype([(name, "<f8" if name in ("alpha", "beta") else "<i8") for name in FIELDS])
-MIN_WORK = 1 << 17            # multiply-adds (~3 us on one core): below, the hand-off costs more than it gains
+# multiply-adds (~10 us on one core) below which a product runs on the calling thread: on an idle core a split
+# pays from ~1e5 (measured), but a pool worker that the OS preempts or wakes late (busy machine, a VM) stalls the
+# caller for 0.1 ms or more, so only products that gain several microseconds take the risk
+MIN_WORK = 1 << 19
 TILES_PER_THREAD = 2
 ALIGN = 16
 _DRIVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)

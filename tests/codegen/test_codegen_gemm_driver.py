@@ -113,6 +113,7 @@ def test_what_does_not_fit(addr):
 
 def test_tile_grid(monkeypatch):
     monkeypatch.setattr(gemm_tiles, "TILES_PER_THREAD", 1)
+    monkeypatch.setattr(gemm_tiles, "MIN_WORK", 1 << 17)
     assert tile_grid(1, 128, 512, 128, 1) == ("N", [(0, 512)], False)
     axis, ranges, par = tile_grid(1, 128, 512, 128, 2)
     assert (axis, ranges, par) == ("N", [(0, 256), (256, 512)], True)
