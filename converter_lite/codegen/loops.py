@@ -24,6 +24,7 @@ SHORT_LOOP = {"llvm.loop.vectorize.enable": True, "llvm.loop.vectorize.predicate
 # the innermost loop of a nest: 4 vectors per iteration, so long dependency chains in the body (a 7x7 depthwise
 # convolution sums 49 taps) of different vectors overlap instead of waiting on each other
 LONG_LOOP = {"llvm.loop.interleave.count": 4}
+MASKED_TAIL = 32         # contiguous loops shorter than this get a masked tail (SHORT_LOOP), longer a scalar one
 SHORT_LOOP_STRIDED = {"llvm.loop.vectorize.enable": True, "llvm.loop.unroll.disable": None}
 
 
@@ -36,6 +37,70 @@ class _LoopID(ir.values.MDValue):
     def descr(self, buf):
         buf.append("distinct ")
         super().descr(buf)
+
+
+def access_hints(extent: int, short: int):
+    """Hints for an innermost loop of ``extent`` iterations, chosen from the strides of its memory accesses
+    along the induction variable (known once the body is emitted): all unit or zero stride -> SHORT_LOOP below
+    MASKED_TAIL iterations, SHORT_LOOP_STRIDED below ``short``, LONG_LOOP from there; stride 2 (strided slices)
+    -> SHORT_LOOP_STRIDED below ``short``;
+    anything else (transposes: gathers either way) -> None, LLVM's own choice."""
+    def choose(blocks, iv):
+        strides = access_strides(blocks, iv)
+        if strides <= {0, 1}:
+            return SHORT_LOOP if extent < MASKED_TAIL else SHORT_LOOP_STRIDED if extent < short else LONG_LOOP
+        if None not in strides and max(abs(x) for x in strides) <= 2 and extent < short:
+            return SHORT_LOOP_STRIDED
+        return None
+    return choose
+
+
+def access_strides(blocks: list[ir.Block], iv: ir.Value) -> set:
+    """Element strides along ``iv`` of the addresses of every load and store in ``blocks`` (None: not affine)."""
+    inside = {id(blk) for blk in blocks}
+    memo: dict[int, int | None] = {}
+
+    def stride(v) -> int | None:
+        if v is iv:
+            return 1
+        if not isinstance(v, ir.Instruction) or id(v.parent) not in inside:
+            return 0                                           # constants, arguments, loop-invariant values
+        if id(v) in memo:
+            return memo[id(v)]
+        memo[id(v)] = None
+        ops = [stride(o) for o in v.operands]
+        op = v.opname
+        r = None
+        if None in ops:
+            r = None
+        elif op == "add":
+            r = ops[0] + ops[1]
+        elif op == "sub":
+            r = ops[0] - ops[1]
+        elif op == "mul" and 0 in ops:
+            k = 0 if ops[0] == 0 else 1                      # the factor that does not vary
+            c = v.operands[k]
+            r = 0 if ops == [0, 0] else (ops[1 - k] * c.constant if isinstance(c, ir.Constant) else None)
+        elif op in ("sext", "zext", "trunc"):
+            r = ops[0]
+        elif all(x == 0 for x in ops) and op != "phi" and op != "load":
+            r = 0
+        memo[id(v)] = r
+        return r
+
+    out = set()
+    for blk in blocks:
+        for ins in blk.instructions:
+            if ins.opname not in ("load", "store"):
+                continue
+            ptr = ins.operands[0 if ins.opname == "load" else 1]
+            if isinstance(ptr, ir.Argument):
+                out.add(0)
+            elif isinstance(ptr, ir.GEPInstr):
+                out.add(stride(ptr.indices[-1]) if all(stride(i) == 0 for i in ptr.indices[:-1]) else None)
+            else:
+                out.add(None if id(getattr(ptr, "parent", None)) in inside else 0)
+    return out
 
 
 def loop_id(module: ir.Module, hints: dict) -> ir.values.MDValue:
@@ -70,6 +135,9 @@ def for_range(b: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int, name
     nxt = b.add(iv, ir.Constant(I64, 1), name=f"{name}.next", flags=("nsw", "nuw"))
     iv.add_incoming(nxt, b.block)
     latch = b.branch(header)
+    if callable(hints):
+        blocks = b.function.blocks
+        hints = hints([body] + blocks[blocks.index(exit_) + 1:], iv)
     if hints:
         latch.set_metadata("llvm.loop", loop_id(b.module, hints))
     b.position_at_end(exit_)
@@ -79,7 +147,8 @@ def for_range(b: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int, name
 def loop_nest(b: ir.IRBuilder, extents: Sequence[tuple[ir.Value | int, ir.Value | int]],
               name: str = "d", inner_hints: dict | None = None) -> Iterator[list[ir.Value]]:
     """Nested loops, outermost first; ``extents[k] = (start, stop)`` of dimension k. Yields the coordinates.
-    ``inner_hints``: loop metadata of the innermost loop."""
+    ``inner_hints``: loop metadata of the innermost loop (or a function of the loop's blocks and induction
+    variable giving it, e.g. ``access_hints``)."""
     last = len(extents) - 1
     with contextlib.ExitStack() as stack:
         coords = [stack.enter_context(for_range(b, lo, hi, f"{name}{k}", inner_hints if k == last else None))

@@ -26,8 +26,8 @@ from llvmlite import ir
 from ..ir.core import Graph, Value
 from ..ir.dtype import DType
 from .errors import UnsupportedOpError
-from .index import INDEX_MAPS, RESHAPE_LIKE, Index, _numel, slice_params
-from .loops import LONG_LOOP, SHORT_LOOP, SHORT_LOOP_STRIDED, for_range, loop_nest
+from .index import INDEX_MAPS, RESHAPE_LIKE, Index, _numel
+from .loops import access_hints, for_range, loop_nest
 from .mathfn import MathEmitter
 from .reuse import plan_reuse
 from .reduce import (
@@ -53,7 +53,7 @@ from .types import (
 )
 
 FLAT_ALIGN = 64          # a thread's share of a flat loop starts on a multiple of this many elements
-SHORT_INNER = 128        # loop nests whose innermost extent is below this: widened with a masked tail (SHORT_LOOP)
+SHORT_INNER = 128        # innermost extents below this: widened with a masked tail (loops.access_hints)
 
 
 @dataclass
@@ -402,24 +402,20 @@ def _emit_map(em: StageEmitter, st: MapStage, lo: ir.Value, hi: ir.Value) -> Non
         return
     p = st.part_axis
     extents = [(lo, hi) if d == p else (0, n) for d, n in enumerate(st.shape)]
-    hints = _short_loop_hints(em.plan, st)
+    hints = _inner_hints(st)
     with loop_nest(b, extents, "d", hints) as coords, em.memo_scope():
         idx = Index(b, st.shape, coords)
         for v, buf in st.items:
             em.store_compute(buf, idx, em.value_at(v, idx))
 
 
-def _short_loop_hints(plan: KernelPlan, st: MapStage) -> dict | None:
-    """Loop hints for a loop nest whose innermost extent is short (depthwise convolutions over small images):
-    widened, not unrolled (full unrolling lets LLVM widen the outer loop with gathers and scatters); the tail
-    masked when every Slice reads its last axis with step 1 (contiguous masked loads), else a scalar tail
-    (masked strided loads would be gathers, plain ones become shuffles)."""
+def _inner_hints(st: MapStage):
+    """Loop hints of a loop nest's innermost loop (loops.access_hints): short extents (depthwise convolutions
+    over small images) widened with a masked tail instead of fully unrolled (which lets LLVM widen the outer loop
+    with gathers and scatters), long ones interleaved; transposed accesses left to LLVM."""
     if len(st.shape) < 2 or st.shape[-1] <= 1:
         return None
-    if st.shape[-1] >= SHORT_INNER:
-        return LONG_LOOP
-    strided = any(n.op == "Slice" and slice_params(n)[-1][1] != 1 for n in plan.graph.nodes)
-    return SHORT_LOOP_STRIDED if strided else SHORT_LOOP
+    return access_hints(st.shape[-1], SHORT_INNER)
 
 
 def emit_stages(module: ir.Module, plan: KernelPlan, sym: str, kernel: str = "") -> list[ir.Function]:

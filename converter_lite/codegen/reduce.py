@@ -25,11 +25,11 @@ from llvmlite import ir
 from ..ir.core import Node
 from ..ir.dtype import DType
 from .index import Index
-from .loops import SHORT_LOOP, SHORT_LOOP_STRIDED, loop_nest
+from .loops import access_hints, loop_nest
 from .types import F32, compute_type, constant, is_unsigned
 
 
-REDUCE_SHORT = 256        # reduced innermost extents below this get loop hints (_reduce_hints)
+REDUCE_SHORT = 64         # reduced innermost extents below this get loop hints (_reduce_hints)
 
 
 @dataclass(frozen=True)
@@ -274,13 +274,13 @@ def emit_reduce(em, st: ReduceStage, lo: ir.Value, hi: ir.Value) -> None:
             em.store_compute(st.dst, oi, _to_out(em, v, adt, out_dtype))
 
 
-def _reduce_hints(extent: int) -> dict | None:
+def _reduce_hints(extent: int):
     """Loop hints of the innermost reduced axis when it is short (LayerNorm over 32 channels, attention
     softmax over 64 keys): widened along the reduced axis, never fully unrolled (LLVM would then widen the
-    kept axes with gathers)."""
+    kept axes with gathers) - when its accesses are contiguous (loops.access_hints)."""
     if extent <= 1 or extent >= REDUCE_SHORT:
         return None
-    return SHORT_LOOP if extent < 16 else SHORT_LOOP_STRIDED
+    return access_hints(extent, REDUCE_SHORT)
 
 
 def _emit_special(em, st: ReduceStage, extent, out_index, element) -> None:
