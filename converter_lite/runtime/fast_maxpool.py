@@ -86,7 +86,7 @@ class MaxPool2D:
         """A callable pooling channels [c0, c1) of ``x`` (C, H, W) into ``out`` (C, oh, ow); ``ws``: scratch of
         ``workspace`` bytes shared by all parts (each uses its channels' share)."""
         win, h, w, n = self.win, self.h, self.w, c1 - c0
-        (oh, ow), (sh, sw), (dh, dw), (kh, kw) = win.out, win.strides, win.dilations, win.kernel
+        oh, (sh, sw), (dh, dw), (kh, kw) = win.out[0], win.strides, win.dilations, win.kernel
         isz = self.dtype.itemsize
         r_all = ws[:self.c * self.r_elems * isz].view(self.dtype)
         g_at = (self.c * self.r_elems * isz + 63) // 64 * 64

@@ -8,8 +8,7 @@ The results equal the reference kernels':
 * AveragePool copies the input into a zero border (which also covers ``ceil_mode``'s overhang), sums the
   ``kh*kw`` strided tap views of that buffer in the reference's order and divides by the per-position count
   (``count_include_pad``), split over ``num_threads`` by channel blocks.
-* GlobalAveragePool is ``mean`` over the spatial axes; Pad (mode constant) fills the border and copies the
-  interior (all-zero pads: a view); the other Pad modes are precomputed gathers (fast_gather.py).
+* GlobalAveragePool is ``mean`` over the spatial axes; Pad is fast_pad.py's (kept in this table).
 """
 from __future__ import annotations
 
@@ -20,11 +19,10 @@ import numpy as np
 from ..ops.nn_pool import _axis_counts
 from ..ops.nn_window import resolve_window
 from ..ops.registry import KernelError
-from ..ops.tensor_pad import pad_amounts
 from .fast_conv import Padder
-from .fast_gather import PAD_GATHER
 from .fast_maxpool import MaxPool2D
-from .lowering import Impl, NodeCtx, ViewOf
+from .fast_pad import constant_pad
+from .lowering import Impl, NodeCtx
 from .parallel import parallel_calls, split_rows
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -133,44 +131,5 @@ def _global_avg(ctx: NodeCtx):
     return Impl(bind=lambda ins, outs, ws, nt=1: partial(np.mean, ins[0], axis=axes, keepdims=True, out=outs[0]))
 
 
-def _pad(ctx: NodeCtx):
-    x, y = ctx.value(0), ctx.out()
-    if ctx.attrs.get("mode", "constant") != "constant":
-        return PAD_GATHER(ctx)
-    if ctx.const(1) is None or y.dtype != x.dtype:
-        return None
-    if (ctx.value(2) is not None and ctx.const(2) is None) or (ctx.value(3) is not None and ctx.const(3) is None):
-        return None
-    try:
-        amounts = pad_amounts(len(x.shape), ctx.const(1), ctx.const(3))
-    except KernelError:
-        return None
-    if min(min(a) for a in amounts) < 0:
-        return None
-    if all(a == (0, 0) for a in amounts):
-        return ViewOf(((0, 0),))
-    cv = ctx.const(2)
-    value = 0 if cv is None or cv.size == 0 else cv.reshape(-1)[0].item()
-    inner = tuple(slice(b, b + d) for (b, _), d in zip(amounts, x.shape))
-
-    def bind(ins, outs, ws, nt=1):
-        o = outs[0]
-        interior = o[inner]
-        borders = []
-        for ax, (b, e) in enumerate(amounts):        # slabs outside the interior along each axis
-            pre = tuple(inner[:ax])
-            if b:
-                borders.append(o[pre + (slice(0, b),)])
-            if e:
-                borders.append(o[pre + (slice(o.shape[ax] - e, None),)])
-
-        def run():
-            for s in borders:
-                s.fill(value)
-            np.copyto(interior, ins[0])
-        return run
-    return Impl(bind=bind)
-
-
 POOL_FAST = {"MaxPool": _pool("max"), "AveragePool": _pool("avg"), "GlobalAveragePool": _global_avg,
-             "Pad": _pad}
+             "Pad": constant_pad}

@@ -346,3 +346,15 @@ def test_maxpool_split_over_threads(rng):
     for threads in (1, 2):
         run_case("MaxPool", [x], {"kernel_shape": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)},
                  num_threads=threads)
+
+
+@pytest.mark.parametrize("pads", [(0, 0, 1, 1, 0, 0, 1, 1), (0, 0, 0, 0, 0, 0, 1, 1), (1, 0, 0, 0, 0, 2, 0, 0),
+                                  (0, 1, 0, 2, 0, 0, 3, 0), (0, 0, 2, 0, 0, 0, 0, 0), (2, 1, 0, 1, 1, 0, 2, 0)])
+def test_constant_pad_runs(rng, pads):
+    """The void-run copy/fill of fast_pad.py on every innermost-padded-axis position, floats and ints, zero and
+    non-zero values; a second run sees the same result although the arena bytes were reused in between."""
+    x = arr(rng, 2, 3, 4, 5)
+    run_case("Pad", [x, np.array(pads)], consts=(1,))
+    run_case("Pad", [x, np.array(pads), np.float32(-2.5)], consts=(1, 2))
+    run_case("Pad", [rng.integers(-9, 9, (2, 3, 4, 5)).astype(np.int16), np.array(pads), np.int16(7)],
+             consts=(1, 2))
