@@ -75,6 +75,9 @@ class Model:
         self.kernels: list[KernelInfo] = [KernelInfo(k.node.name, k.node.op, k.source_nodes, k.native)
                                           for k in self.plan.kernels]
         self._inputs = {name: (i, t) for i, (name, t) in enumerate(zip(self.input_names, self.input_types))}
+        # (name, dtype, shape) per input for the fast feed check; string inputs always take the full one
+        self._expect = None if any(t.dtype is DType.string for t in self.input_types) else \
+            [(n, np.dtype(t.dtype.np), tuple(t.shape)) for n, t in zip(self.input_names, self.input_types)]
         self._reshaper = Reshaper.of(loaded, {v.name: v.type.shape for v in loaded.graph.inputs},
                                      lambda p: Model(load_model(p), num_threads, native, adaptive_threads,
                                                      trust_native_code))
@@ -95,14 +98,19 @@ class Model:
             shapes = self._reshaper.shapes_for(feeds)
             if shapes is not None:
                 return self._reshaper.model_for(shapes).run(feeds)
-        inputs = self.check_feeds(feeds)
+        inputs = self._plain_feeds(feeds)
+        if inputs is None:
+            inputs = self.check_feeds(feeds)
         try:
-            with np.errstate(all="ignore"):        # ONNX semantics: inf/nan results are values, not warnings
+            if self.plan.native_only:
                 outs = self.plan.execute(inputs)
+            else:
+                with np.errstate(all="ignore"):    # ONNX semantics: inf/nan results are values, not warnings
+                    outs = self.plan.execute(inputs)
         except MemoryError:
             raise ConverterError(RET_MEMORY_FAILED, f"{os.path.basename(self.path)}: not enough memory to run the "
                                                     "model (its working buffers could not be allocated)") from None
-        return self._outputs(outs)
+        return dict(zip(self.output_names, outs))   # Plan.execute returns new arrays
 
     def run_profiled(self, feeds: Mapping[str, Any], timings: list[float]) -> dict[str, np.ndarray]:
         """Like ``run``, and adds each top-level kernel's wall time (seconds) to ``timings[k]`` (one entry per
@@ -130,6 +138,20 @@ class Model:
             raise _bad(f"input {bad!r}: shape {list(want[bad])} cannot be used; the model was converted for "
                        f"{self._inputs[bad][1]}{dyn} (re-convert with --inputShape to change fixed dims)")
         return self._reshaper.model_for(target)
+
+    def _plain_feeds(self, feeds) -> list[np.ndarray] | None:
+        """The feeds in input order when ``feeds`` is a dict holding exactly the inputs, each an ndarray of the
+        declared dtype and shape (the common case, checked cheaply); else None (``check_feeds`` decides)."""
+        expect = self._expect
+        if expect is None or type(feeds) is not dict or len(feeds) != len(expect):
+            return None
+        inputs = []
+        for name, dtype, shape in expect:
+            a = feeds.get(name)
+            if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape:
+                return None
+            inputs.append(a)
+        return inputs
 
     def _outputs(self, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
         return {name: a if a.flags.writeable else a.copy() for name, a in zip(self.output_names, arrays)}

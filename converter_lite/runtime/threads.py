@@ -143,14 +143,18 @@ class ThreadChooser:
         self.samples = {o: deque(maxlen=self.WINDOW) for o in options}
         self.seen = {o: 0 for o in options}
         self.runs = 0
+        self._median = {o: 0.0 for o in options}       # median of each option's samples (kept by record)
+        self._cold = True                              # some option has fewer than WARMUP samples
         self._lock = threading.Lock()
 
     def pick(self) -> int:
         with self._lock:
             self.runs += 1
-            cold = [o for o in self.options if len(self.samples[o]) < self.WARMUP]
-            if cold:
-                return min(cold, key=lambda o: self.seen[o])
+            if self._cold:
+                cold = [o for o in self.options if len(self.samples[o]) < self.WARMUP]
+                if cold:
+                    return min(cold, key=lambda o: self.seen[o])
+                self._cold = False
             best = self.best()
             if self.runs % self.EXPLORE == 0:
                 others = [o for o in self.options if o != best]
@@ -158,13 +162,13 @@ class ThreadChooser:
             return best
 
     def best(self) -> int:
-        def median(o):
-            s = sorted(self.samples[o])
-            return s[len(s) // 2] if s else 0.0
-        return min(self.options, key=median)
+        return min(self.options, key=self._median.__getitem__)
 
     def record(self, option: int, seconds: float) -> None:
         with self._lock:
             self.seen[option] += 1
             if self.seen[option] > 1:                  # the first run of an option also binds it
-                self.samples[option].append(seconds)
+                samples = self.samples[option]
+                samples.append(seconds)
+                s = sorted(samples)
+                self._median[option] = s[len(s) // 2]
