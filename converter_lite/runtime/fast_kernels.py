@@ -31,6 +31,7 @@ from .fast_linalg import LINALG_FAST
 from .fast_norm import NORM_FAST
 from .fast_pool import POOL_FAST
 from .lowering import Impl, NodeCtx, ViewOf
+from .runs import run_copy
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -116,7 +117,7 @@ def _slice(ctx: NodeCtx):
         off = _contiguous_offset(x.shape, slices, shape, x.dtype.itemsize)
         if off is not None:
             return ViewOf(((0, off),))
-    return Impl(bind=lambda ins, outs, ws, nt=1: partial(np.copyto, outs[0], ins[0][slices]))
+    return Impl(bind=lambda ins, outs, ws, nt=1: run_copy(outs[0], ins[0][slices]))
 
 
 def _split(ctx: NodeCtx):
@@ -139,7 +140,7 @@ def _split(ctx: NodeCtx):
         return ViewOf(tuple((0, o) for o in offs))
 
     def bind(ins, outs, ws, nt=1):
-        copies = [partial(np.copyto, o, ins[0][p]) for o, p in zip(outs, parts)]
+        copies = [run_copy(o, ins[0][p]) for o, p in zip(outs, parts)]
 
         def run():
             for c in copies:
@@ -156,7 +157,7 @@ def _transpose(ctx: NodeCtx):
         return None
     if tuple(ctx.shape(0)[p] for p in perm) != ctx.out().shape or ctx.dtype(0) != ctx.out().dtype:
         return None
-    return Impl(bind=lambda ins, outs, ws, nt=1: partial(np.copyto, outs[0], ins[0].transpose(perm)))
+    return Impl(bind=lambda ins, outs, ws, nt=1: run_copy(outs[0], ins[0].transpose(perm)))
 
 
 def _concat(ctx: NodeCtx):

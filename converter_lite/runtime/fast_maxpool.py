@@ -8,7 +8,8 @@ contiguous 1-D buffer, computing every position and ignoring the ones it does no
 1. rows: ``R[t] = max_r x[t + r*dh]`` for every window top ``t`` at once (``kh - 1`` flat ``maximum`` calls over
    the channel block, offsets ``r*dh*W``; positions whose window crosses into the next channel are garbage and
    never read);
-2. ``G[:, i] = R[:, i*sh - pb]`` for the output rows whose window lies inside the input (one copy); the few
+2. ``G[:, i] = R[:, i*sh - pb]`` for the output rows whose window lies inside the input (one copy of whole
+   rows, runs.py); the few
    border rows take the max of their in-range input rows directly;
 3. columns: the same flat pass over ``G`` with offsets ``c*dw``;
 4. ``out[:, :, k]`` picks column ``k*sw - pl`` of that (one copy); border columns take the max of their
@@ -25,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.nn_pool import max_pool
+from .runs import run_copy
 
 
 def flat_window_max(src: np.ndarray, dst: np.ndarray, offsets) -> None:
@@ -104,7 +106,7 @@ class MaxPool2D:
         row_offs = [i * dh * w for i in range(kh)]
         col_offs = [j * dw for j in range(kw)]
         t0, l0 = ra * sh - win.pads_begin[0], ca * sw - win.pads_begin[1]
-        g_inner = (gv[:, ra:rb], rv[:, t0:t0 + (rb - ra - 1) * sh + 1:sh]) if rb > ra else None
+        g_inner = run_copy(gv[:, ra:rb], rv[:, t0:t0 + (rb - ra - 1) * sh + 1:sh]) if rb > ra else None
         g_edges = [(gv[:, i], [xs[:, t] for t in ts]) for i, ts in row_borders.items()]
         o_inner = (o[:, :, ca:cb], cv[:, :, l0:l0 + (cb - ca - 1) * sw + 1:sw]) if cb > ca and oh else None
         o_edges = [(o[:, :, k], [gv[:, :, t] for t in ts]) for k, ts in col_borders.items()]
@@ -114,7 +116,7 @@ class MaxPool2D:
             if kh > 1:
                 flat_window_max(xf, r, row_offs)
             if g_inner is not None:
-                np.copyto(*g_inner)
+                g_inner()
             for dst, taps in g_edges:
                 _combine(dst, taps, fill)
             if kw > 1:

@@ -2,31 +2,19 @@
 
 Let ``k`` be the innermost axis with any padding.  In the input, each index over the axes before ``k`` owns one
 contiguous *run* (its slice along ``k`` and every inner axis); in the output that run is contiguous too, at a
-fixed stride.  Seen as one numpy ``void`` item of the run's bytes, the interior is one strided copy of
-``prod(shape[:k])`` items (numpy moves each item with one memcpy) instead of one inner-loop call per row of
-the innermost axis.  The padding is the slabs outside the interior along each padded axis, one ``fill`` each
+fixed stride.  The interior is copied run by run (runs.py: one memcpy per run instead of one numpy
+inner-loop call per row of the innermost axis).  The padding is the slabs outside the interior along each padded axis, one ``fill`` each
 (a void fill broadcasting one item is slower than numpy's strided fill); every run refills them (the output's
 bytes may hold other values between runs: the arena shares them).
 All-zero pads are a view (no step); other Pad modes are precomputed gathers (fast_gather.py).
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..ops.registry import KernelError
 from ..ops.tensor_pad import pad_amounts
 from .fast_gather import PAD_GATHER
 from .lowering import Impl, NodeCtx, ViewOf
-
-
-def _runs(base: np.ndarray, view: np.ndarray, k: int) -> np.ndarray:
-    """``view`` (a view into the C-contiguous ``base`` whose axes from ``k`` on are C-contiguous) as an array
-    over its first ``k`` axes of void items, one per contiguous run."""
-    run = view.dtype.itemsize * int(np.prod(view.shape[k:], dtype=np.int64))
-    flat = base.reshape(-1).view(np.uint8)
-    offset = view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-    return np.ndarray(view.shape[:k], dtype=np.dtype((np.void, run)), buffer=flat, offset=offset,
-                      strides=view.strides[:k])
+from .runs import run_copy
 
 
 def constant_pad(ctx: NodeCtx):
@@ -47,17 +35,14 @@ def constant_pad(ctx: NodeCtx):
         return ViewOf(((0, 0),))
     cv = ctx.const(2)
     value = 0 if cv is None or cv.size == 0 else cv.reshape(-1)[0].item()
-    if y.dtype.kind in "OUSV" or 0 in x.shape or tuple(d + b + e for d, (b, e) in zip(x.shape, amounts)) != y.shape:
+    if y.dtype.kind in "OUSV" or tuple(d + b + e for d, (b, e) in zip(x.shape, amounts)) != y.shape:
         return None
     k = max(ax for ax, a in enumerate(amounts) if a != (0, 0))
     inner = tuple(slice(b, b + d) for (b, _), d in zip(amounts, x.shape))
 
     def bind(ins, outs, ws, nt=1):
-        src, o = ins[0], outs[0]
-        if not (src.flags.c_contiguous and o.flags.c_contiguous):
-            return _slabs(src, o, amounts, inner, value)
-        dst = _runs(o, o[inner], k)
-        srcv = _runs(src, src, k)
+        o = outs[0]
+        copy = run_copy(o[inner], ins[0])
         fills = []
         for ax, (b, e) in enumerate(amounts[:k + 1]):   # slabs outside the interior along each padded axis
             pre = inner[:ax]
@@ -69,24 +54,7 @@ def constant_pad(ctx: NodeCtx):
         def run():
             for s in fills:
                 s.fill(value)
-            np.copyto(dst, srcv)
+            copy()
         return run
     return Impl(bind=bind)
 
-
-def _slabs(src, o, amounts, inner, value):
-    """The general form: fill the slabs outside the interior along each axis, copy the interior."""
-    interior = o[inner]
-    borders = []
-    for ax, (b, e) in enumerate(amounts):
-        pre = tuple(inner[:ax])
-        if b:
-            borders.append(o[pre + (slice(0, b),)])
-        if e:
-            borders.append(o[pre + (slice(o.shape[ax] - e, None),)])
-
-    def run():
-        for s in borders:
-            s.fill(value)
-        np.copyto(interior, src)
-    return run

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import RET_MEMORY_FAILED, RET_INPUT_PARAM_INVALID, ConverterError
+from ..errors import RET_INPUT_PARAM_INVALID, RET_MEMORY_FAILED, ConverterError
 from ..ir.core import Node, TensorType
 from ..ir.dtype import DType
 from ..model.format import LoadedModel, load_model
