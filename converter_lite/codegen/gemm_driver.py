@@ -61,7 +61,7 @@ def _gemm_type(real: ir.Type, idx: ir.Type) -> ir.FunctionType:
 
 def _prefill(module: ir.Module, b: ir.IRBuilder, get, double: ir.Value) -> None:
     """``C[i, j] = bias[i * rs + j * cs]`` over the tile (when ``bias`` is not 0)."""
-    c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+    c64 = lambda v: ir.Constant(I64, v)
     memcpy = module.declare_intrinsic("llvm.memcpy", [BYTE_PTR, BYTE_PTR, I64])
     bias = get("bias")
     with b.if_then(b.icmp_unsigned("!=", bias, c64(0))):
@@ -75,14 +75,13 @@ def _prefill(module: ir.Module, b: ir.IRBuilder, get, double: ir.Value) -> None:
             with b.if_else(b.icmp_signed("==", cs, c64(1))) as (rows, other):
                 with rows:
                     b.call(memcpy, [dst, src, b.mul(n, es), ir.Constant(I1, 0)])
-                with other:
-                    with b.if_else(double) as (d, s):
-                        for blk, ty in ((d, I64), (s, I32)):
-                            with blk:
-                                dp, sp = b.bitcast(dst, ty.as_pointer()), b.bitcast(src, ty.as_pointer())
-                                with for_range(b, 0, n, "pj") as j:
-                                    v = b.load(b.gep(sp, [b.mul(j, cs)]))
-                                    b.store(v, b.gep(dp, [j]))
+                with other, b.if_else(double) as (d, s):
+                    for blk, ty in ((d, I64), (s, I32)):
+                        with blk:
+                            dp, sp = b.bitcast(dst, ty.as_pointer()), b.bitcast(src, ty.as_pointer())
+                            with for_range(b, 0, n, "pj") as j:
+                                v = b.load(b.gep(sp, [b.mul(j, cs)]))
+                                b.store(v, b.gep(dp, [j]))
 
 
 def _emit_tile(module: ir.Module) -> ir.Function:
@@ -134,8 +133,7 @@ def emit_gemm_tiles(module: ir.Module) -> ir.Function:
     with b.if_else(b.and_(b.icmp_signed(">", nthreads, one), b.icmp_signed(">", ntiles, one))) as (par, ser):
         with par:
             b.call(pool, [tile, bufs, ntiles, nthreads])
-        with ser:
-            with for_range(b, 0, ntiles, "t") as t:
-                b.call(tile, [bufs, t])
+        with ser, for_range(b, 0, ntiles, "t") as t:
+            b.call(tile, [bufs, t])
     b.ret_void()
     return fn

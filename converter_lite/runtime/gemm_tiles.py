@@ -130,7 +130,7 @@ def gemm_records(a: np.ndarray, b: np.ndarray, c: np.ndarray, nt: int, alpha: fl
     rec["lda"], rec["ldb"], rec["ldc"] = la[1], lb[1], lc[1]
     lo = np.tile(np.array([r[0] for r in ranges], np.int64), batch)
     hi = np.tile(np.array([r[1] for r in ranges], np.int64), batch)
-    rep = lambda o: np.repeat(o, len(ranges))  # noqa: E731
+    rep = lambda o: np.repeat(o, len(ranges))
     a0, b0, c0 = a.ctypes.data + rep(oa), b.ctypes.data + rep(ob), c.ctypes.data + rep(oc)
     # the byte step of one row of A / one column of B in storage, whichever way BLAS reads them
     a_row = (la[1] if la[0] == NO_TRANS else 1) * es

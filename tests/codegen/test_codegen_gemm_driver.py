@@ -2,12 +2,17 @@
 import numpy as np
 import pytest
 
-from converter_lite.codegen import build_kernels
-from converter_lite.codegen import gemm_driver
+from converter_lite.codegen import build_kernels, gemm_driver
 from converter_lite.codegen.gemm_driver import GEMM_TILES_SYMBOL, TILE_BYTES
 from converter_lite.runtime import gemm_tiles
 from converter_lite.runtime.blas import gemm_entry
-from converter_lite.runtime.gemm_tiles import RECORD, blas_layout, gemm_records, gemm_step, tile_grid
+from converter_lite.runtime.gemm_tiles import (
+    RECORD,
+    blas_layout,
+    gemm_records,
+    gemm_step,
+    tile_grid,
+)
 from converter_lite.runtime.native import NativeLibrary
 from converter_lite.runtime.threads import blas_limit
 
