@@ -53,6 +53,10 @@ from .types import (
 )
 
 FLAT_ALIGN = 64          # a thread's share of a flat loop starts on a multiple of this many elements
+STREAM_BYTES = 32 << 20  # flat stages writing at least this many bytes use non-temporal stores (_emit_flat_streaming)
+STREAM_VEC = 16          # elements per non-temporal vector store (one AVX-512 register of float32)
+STREAM_LOOP = {"llvm.loop.vectorize.enable": True, "llvm.loop.vectorize.width": STREAM_VEC,
+               "llvm.loop.unroll.disable": None}
 SHORT_INNER = 128        # innermost extents below this: widened with a masked tail (loops.access_hints)
 
 
@@ -392,13 +396,50 @@ def _stage_function(module: ir.Module, plan: KernelPlan, name: str) -> tuple[ir.
     return fn, list(fn.args[:-2])
 
 
+def _emit_flat(em: StageEmitter, st: MapStage, lo: ir.Value, hi: ir.Value) -> None:
+    with for_range(em.b, lo, hi, "i") as i, em.memo_scope():
+        idx = Index(em.b, st.shape, linear=i)
+        for v, buf in st.items:
+            em.store_compute(buf, idx, em.value_at(v, idx))
+
+
+def _emit_flat_streaming(em: StageEmitter, st: MapStage, lo: ir.Value, hi: ir.Value) -> None:
+    """A flat stage whose outputs are far larger than the caches: when every output is 64-byte aligned and
+    ``lo`` a multiple of STREAM_VEC, whole vectors of STREAM_VEC elements are written with non-temporal stores
+    (no read-for-ownership of lines that are overwritten anyway: 2 memory streams instead of 3, as memcpy
+    does), then a fence; the tail and unaligned buffers take the ordinary loop."""
+    b = em.b
+    ok = b.icmp_signed("==", b.and_(lo, ir.Constant(I64, STREAM_VEC - 1)), ir.Constant(I64, 0))
+    for _, buf in st.items:
+        addr = b.ptrtoint(em.ptrs[buf.slot], I64)
+        ok = b.and_(ok, b.icmp_signed("==", b.and_(addr, ir.Constant(I64, 63)), ir.Constant(I64, 0)))
+    nt = em.module.add_metadata([ir.Constant(ir.IntType(32), 1)])
+    with b.if_else(ok) as (then, otherwise):
+        with then:
+            vec = ir.Constant(I64, STREAM_VEC)
+            nvec = b.sdiv(b.sub(hi, lo), vec)
+            with for_range(b, ir.Constant(I64, 0), nvec, "v") as j:
+                base = b.add(lo, b.mul(j, vec))
+                with for_range(b, 0, STREAM_VEC, "l", STREAM_LOOP) as k, em.memo_scope():
+                    idx = Index(b, st.shape, linear=b.add(base, k))
+                    for v, buf in st.items:
+                        val = to_storage(b, em.value_at(v, idx), buf.dtype)
+                        store = b.store(val, b.gep(em.ptrs[buf.slot], [idx.linear()], inbounds=True),
+                                        align=STREAM_VEC * storage_type_size(buf.dtype))
+                        store.set_metadata("nontemporal", nt)
+            _emit_flat(em, st, b.add(lo, b.mul(nvec, vec)), hi)
+            b.fence("seq_cst")                  # orders the non-temporal stores before the pool's barrier
+        with otherwise:
+            _emit_flat(em, st, lo, hi)
+
+
 def _emit_map(em: StageEmitter, st: MapStage, lo: ir.Value, hi: ir.Value) -> None:
     b = em.b
     if st.flat:
-        with for_range(b, lo, hi, "i") as i, em.memo_scope():
-            idx = Index(b, st.shape, linear=i)
-            for v, buf in st.items:
-                em.store_compute(buf, idx, em.value_at(v, idx))
+        if sum(buf.nbytes for _, buf in st.items) >= STREAM_BYTES:
+            _emit_flat_streaming(em, st, lo, hi)
+            return
+        _emit_flat(em, st, lo, hi)
         return
     p = st.part_axis
     extents = [(lo, hi) if d == p else (0, n) for d, n in enumerate(st.shape)]

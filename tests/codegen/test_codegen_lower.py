@@ -12,6 +12,7 @@ from codegen_testutil import (
     I32,
     I64,
     Case,
+    build_library,
     check_case,
     make_graph,
     random_array,
@@ -254,6 +255,26 @@ def test_short_inner_loops_carry_vectorize_hints():
     assert "llvm.loop.interleave.count" in text and "llvm.loop.unroll.disable" not in text
     g = make_graph("ln32", [(F32, (40, 32))], lambda b, x: b.op("ReduceSum", x, _axes(b, (1,)), keepdims=1))
     assert "llvm.loop.unroll.disable" in str(lower_kernel(g, "k")[0])
+
+
+def test_huge_flat_outputs_use_non_temporal_stores(tmp_path, monkeypatch):
+    """Flat stages writing more than STREAM_BYTES use non-temporal stores when the output is 64-byte aligned
+    (ordinary stores otherwise and for the tail); both paths give the reference result."""
+    import converter_lite.codegen.lower as lower
+    from converter_lite.codegen.abi import lower_kernel
+    monkeypatch.setattr(lower, "STREAM_BYTES", 1024)
+    g = make_graph("stream", [(F32, (37, 50))], lambda b, x: b.op("Tanh", x * 0.5 + 0.1) * 2.0)
+    assert "!nontemporal" in str(lower_kernel(g, "k")[0])
+    lib = build_library([Case("stream", g)], str(tmp_path), num_threads=2, parallel_threshold=1)
+    x = np.random.default_rng(0).standard_normal((37, 50)).astype(np.float32)
+    ref = np.tanh(x * np.float32(0.5) + np.float32(0.1)) * np.float32(2.0)
+    for off in (0, 1):                                   # aligned and unaligned output buffers
+        raw = np.empty(37 * 50 + 32, np.float32)
+        start = (-raw.ctypes.data // 4) % 16 + off
+        out = raw[start:start + 37 * 50].reshape(37, 50)
+        for threads in (1, 2):
+            lib.kernel("stream")([x], [out], num_threads=threads)
+            np.testing.assert_allclose(out, ref, rtol=2e-6, atol=1e-6)
 
 
 def test_softmax_plan_materializes_only_the_reductions():
