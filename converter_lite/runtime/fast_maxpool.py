@@ -23,10 +23,15 @@ reference's (up to the sign of a zero maximum when +0.0 and -0.0 tie).
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from ..ops.nn_pool import max_pool
 from .runs import run_copy
+
+# element size -> (unsigned type of a pair, unsigned type of one element): the columns pass's even/odd split
+PAIRS = {4: (np.uint64, np.uint32), 2: (np.uint32, np.uint16)}
 
 
 def flat_window_max(src: np.ndarray, dst: np.ndarray, offsets) -> None:
@@ -65,6 +70,40 @@ def _combine(out: np.ndarray, taps: list, fill) -> None:
         np.maximum(out, t, out=out)
 
 
+def _paired_columns(g: np.ndarray, scratch: np.ndarray, out: np.ndarray, half: int, taps: list[int]):
+    """The columns pass for stride 2 when the output is exactly half as wide as ``g``'s rows: ``g``'s even and
+    odd elements are split into two contiguous halves by two narrowing casts (a pair of elements read as one
+    wider integer keeps its first element; read from one element further, its second), so that every column
+    tap is a contiguous slice of one half and the max over the taps is written straight into ``out`` by flat
+    passes.  ``taps``: each tap's column relative to ``2 * k`` (``j * dw - pad_left``); outputs whose taps leave
+    the row are garbage here and recomputed by the caller."""
+    isz = g.dtype.itemsize
+    wide, narrow = PAIRS[isz]
+    raw = g.view(np.uint8)
+    pairs = np.ndarray((half,), wide, buffer=raw, offset=0)
+    shifted = np.ndarray((half - 1,), wide, buffer=raw, offset=isz)
+    halves = scratch[:2 * half]
+    even, odd = halves[:half].view(narrow), halves[half:].view(narrow)
+    last_odd, g_last = odd[half - 1:], g.view(narrow)[2 * half - 1:]
+    phases = [(halves[half:] if t % 2 else halves[:half], t // 2) for t in taps]
+    lo = max(0, -min(q for _, q in phases))
+    hi = half - max(0, max(q for _, q in phases))
+    dst = out.reshape(-1)[lo:hi]
+    (a, qa), (b, qb) = phases[:2]
+    first = (a[lo + qa:hi + qa], b[lo + qb:hi + qb])
+    rest = [p[lo + q:hi + q] for p, q in phases[2:]]
+
+    def run():
+        np.copyto(even, pairs, casting="unsafe")
+        np.copyto(odd[:half - 1], shifted, casting="unsafe")
+        np.copyto(last_odd, g_last)
+        if hi > lo:
+            np.maximum(*first, out=dst)
+            for t in rest:
+                np.maximum(dst, t, out=dst)
+    return run
+
+
 class MaxPool2D:
     """The pooling of one (C, H, W) -> (C, oh, ow) image by a ``Window``; ``part`` binds a channel block."""
 
@@ -77,6 +116,8 @@ class MaxPool2D:
         self.rows = _lines(self.h, oh, sh, dh, kh, win.pads_begin[0])
         self.cols = _lines(self.w, ow, sw, dw, kw, win.pads_begin[1])
         self.r_elems = max(self.h, oh) * self.w        # per channel: R (rows pass), reused by the columns pass
+        self.paired = (sw == 2 and kw > 1 and 2 * ow == self.w and self.dtype.itemsize in PAIRS
+                       and sys.byteorder == "little")
         self.g_elems = oh * self.w
 
     @property
@@ -108,7 +149,16 @@ class MaxPool2D:
         t0, l0 = ra * sh - win.pads_begin[0], ca * sw - win.pads_begin[1]
         g_inner = run_copy(gv[:, ra:rb], rv[:, t0:t0 + (rb - ra - 1) * sh + 1:sh]) if rb > ra else None
         g_edges = [(gv[:, i], [xs[:, t] for t in ts]) for i, ts in row_borders.items()]
-        o_inner = (o[:, :, ca:cb], cv[:, :, l0:l0 + (cb - ca - 1) * sw + 1:sw]) if cb > ca and oh else None
+        if self.paired:
+            columns = _paired_columns(g, rbuf, o, n * oh * (w // 2), [j * dw - win.pads_begin[1] for j in range(kw)])
+        else:
+            o_inner = run_copy(o[:, :, ca:cb], cv[:, :, l0:l0 + (cb - ca - 1) * sw + 1:sw]) if cb > ca and oh else None
+
+            def columns():
+                if kw > 1:
+                    flat_window_max(g, cbuf, col_offs)
+                if o_inner is not None:
+                    o_inner()
         o_edges = [(o[:, :, k], [gv[:, :, t] for t in ts]) for k, ts in col_borders.items()]
         fill, is_float, attrs = self.fill, self.is_float, self.attrs
 
@@ -119,10 +169,7 @@ class MaxPool2D:
                 g_inner()
             for dst, taps in g_edges:
                 _combine(dst, taps, fill)
-            if kw > 1:
-                flat_window_max(g, cbuf, col_offs)
-            if o_inner is not None:
-                np.copyto(*o_inner)
+            columns()
             for dst, taps in o_edges:
                 _combine(dst, taps, fill)
             if is_float and o.size and np.isnan(o.max()):

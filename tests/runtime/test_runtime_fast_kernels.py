@@ -358,3 +358,15 @@ def test_constant_pad_runs(rng, pads):
     run_case("Pad", [x, np.array(pads), np.float32(-2.5)], consts=(1, 2))
     run_case("Pad", [rng.integers(-9, 9, (2, 3, 4, 5)).astype(np.int16), np.array(pads), np.int16(7)],
              consts=(1, 2))
+
+
+@pytest.mark.parametrize("geom", [((3, 3), (1, 1, 1, 1), (1, 1)), ((2, 2), (0, 0, 0, 0), (1, 1)),
+                                  ((3, 3), (2, 2, 2, 2), (2, 2)), ((4, 4), (1, 2, 2, 1), (1, 1))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32, np.int16, np.float64])
+def test_maxpool_stride2_even_odd_columns(rng, geom, dtype):
+    """Stride-2 pools whose output is half the input width take fast_maxpool's even/odd column split."""
+    k, p, d = geom
+    x = (rng.standard_normal((2, 5, 9, 12)) * 50).astype(dtype)
+    if x.dtype.kind == "f":
+        x[1, 2, 3, 4] = np.nan
+    run_case("MaxPool", [x], {"kernel_shape": k, "strides": (2, 2), "pads": p, "dilations": d})
