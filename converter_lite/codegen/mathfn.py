@@ -26,6 +26,9 @@ from llvmlite import ir
 from .types import F32, F64, I32, I64
 
 LOG2E = 1.4426950408889634
+_MAGIC = 1.5 * 2 ** 23                   # float32 whose ulp is 1: x + _MAGIC rounds x to an integer
+_MAGIC_BITS = 0x4B400000                 # its bit pattern
+EXPF_BIAS2 = 254                         # two float32 exponent biases (exp's two-factor 2**n)
 SQRTHF = 0.7071067811865476
 
 _EXPF_P = (5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2, 8.3334519073e-3, 1.3981999507e-3, 1.9875691500e-4)
@@ -158,34 +161,48 @@ class MathEmitter:
     def exp(self, x: ir.Value) -> ir.Value:
         b = self.b
         if x.type == F32:
-            xc = self.clamp_finite(x, -104.0, 89.0)
-            n = self.call1("llvm.roundeven", b.fmul(xc, self.c(F32, LOG2E)))
+            # x clamped to [-104, 89] by two min/max (NaN goes to 89, its result is replaced below)
+            xc = self.sel(self.lt(x, 89.0), x, 89.0)
+            xc = self.sel(self.gt(xc, -104.0), xc, -104.0)
+            n, ni = self._round_log2e(xc, EXPF_BIAS2)
             r = self.fma(n, self.c(F32, -0.693359375), xc)
             r = self.fma(n, self.c(F32, 2.12194440e-4), r)
             p = self.horner(r, _EXPF_P)
             y = b.fadd(self.fma(p, b.fmul(r, r), r), self.c(F32, 1.0))
-        else:
-            xc = self.clamp_finite(x, -746.0, 710.0)
-            n = self.call1("llvm.roundeven", b.fmul(xc, self.c(F64, LOG2E)))
-            r = self.fma(n, self.c(F64, -6.93145751953125e-1), xc)
-            r = self.fma(n, self.c(F64, -1.42860682030941723212e-6), r)
-            rr = b.fmul(r, r)
-            p = b.fmul(r, self.horner(rr, _EXP_P))
-            q = self.horner(rr, _EXP_Q)
-            y = self.fma(self.c(F64, 2.0), b.fdiv(p, b.fsub(q, p)), self.c(F64, 1.0))
+            # 2**n in two normal factors 2**(n>>1) * 2**(n - (n>>1)); ni = n + 254 carries both exponent biases
+            n1 = b.ashr(ni, ir.Constant(I32, 1))
+            n2 = b.sub(ni, n1)
+            k23 = ir.Constant(I32, 23)
+            scaled = b.fmul(b.fmul(y, b.bitcast(b.shl(n1, k23), F32)), b.bitcast(b.shl(n2, k23), F32))
+            return self.sel(self.isnan(x), x, scaled)
+        xc = self.clamp_finite(x, -746.0, 710.0)
+        n = self.call1("llvm.roundeven", b.fmul(xc, self.c(F64, LOG2E)))
+        r = self.fma(n, self.c(F64, -6.93145751953125e-1), xc)
+        r = self.fma(n, self.c(F64, -1.42860682030941723212e-6), r)
+        rr = b.fmul(r, r)
+        p = b.fmul(r, self.horner(rr, _EXP_P))
+        q = self.horner(rr, _EXP_Q)
+        y = self.fma(self.c(F64, 2.0), b.fdiv(p, b.fsub(q, p)), self.c(F64, 1.0))
         return self.sel(self.isnan(x), x, self.scale(y, n))
+
+    def _round_log2e(self, x: ir.Value, bias: int) -> tuple[ir.Value, ir.Value]:
+        """(n, n + bias as i32) with n = round(x * log2(e)), for |x * log2(e)| + bias < 2**22: adding
+        1.5 * 2**23 rounds to an integer held in the low mantissa bits (no round/convert instructions)."""
+        b = self.b
+        t = self.fma(x, self.c(F32, LOG2E), self.c(F32, _MAGIC + bias))
+        n = b.fsub(t, self.c(F32, _MAGIC + bias))
+        ni = b.sub(b.bitcast(t, I32), ir.Constant(I32, _MAGIC_BITS))
+        return n, ni
 
     def _exp_reduced(self, x: ir.Value) -> ir.Value:
         """float32 exp for finite x whose result is a normal number (no clamping, one scaling step);
         the result for NaN is unspecified (callers select another value then)."""
         b = self.b
-        n = self.call1("llvm.roundeven", b.fmul(x, self.c(F32, LOG2E)))
+        n, ni = self._round_log2e(x, 127)
         r = self.fma(n, self.c(F32, -0.693359375), x)
         r = self.fma(n, self.c(F32, 2.12194440e-4), r)
         y = b.fadd(self.fma(self.horner(r, _EXPF_P), b.fmul(r, r), r), self.c(F32, 1.0))
-        ok = b.fcmp_ordered("ord", n, n)
-        ni = b.fptosi(self.sel(ok, n, 0.0), I32)
-        return b.fmul(y, self.pow2i(ni, F32))
+        return b.fmul(y, b.bitcast(b.shl(ni, ir.Constant(I32, 23)), F32))
 
     def log(self, x: ir.Value) -> ir.Value:
         b = self.b
