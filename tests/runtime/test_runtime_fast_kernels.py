@@ -370,3 +370,15 @@ def test_maxpool_stride2_even_odd_columns(rng, geom, dtype):
     if x.dtype.kind == "f":
         x[1, 2, 3, 4] = np.nan
     run_case("MaxPool", [x], {"kernel_shape": k, "strides": (2, 2), "pads": p, "dilations": d})
+
+
+@pytest.mark.parametrize("pads", [(0, 0, 1, 1, 0, 0, 1, 1), (0, 0, 0, 0, 0, 0, 1, 1), (0, 0, 2, 0, 0, 0, 1, 3),
+                                  (0, 0, 0, 1, 0, 0, 0, 2), (0, 1, 1, 0, 0, 0, 0, 1)])
+def test_pad_rewrites_its_padding_every_run(rng, pads):
+    """The arena bytes under the padding may hold other values between runs: poisoned, they are rewritten."""
+    x = arr(rng, 2, 3, 4, 5)
+    plan = run_case("Pad", [x, np.array(pads), np.float32(1.5)], consts=(1, 2))
+    want = plan.execute([x])[0]
+    ex = plan._free[-1]
+    ex.arena.view(np.uint8)[:] = 0xFF                          # NaN everywhere
+    np.testing.assert_array_equal(ex.run([x], None, 1)[0], want)
