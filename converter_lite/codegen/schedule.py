@@ -81,7 +81,7 @@ def _chunk_function(module: ir.Module, plan: KernelPlan, name: str):
 
 
 CHUNKS = 64          # a parallel stage is cut into at most this many pieces
-ROW_CHUNK_ELEMS = 8192   # row-stitched kernels work on about this many elements per stage per chunk (L1/L2)
+ROW_CHUNK_ELEMS = 2048   # row-stitched kernels work on about this many elements per stage per chunk (in+out in L1)
 
 
 def row_chunking(plan: KernelPlan) -> tuple[int, int] | None:

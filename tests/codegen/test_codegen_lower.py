@@ -298,10 +298,10 @@ def test_unsupported_op_names_the_op(tmp_path):
 
 def test_row_stitching_applies_to_row_wise_chains():
     """softmax/layer norm run row chunk by row chunk; anything mixing rows keeps whole-tensor stages."""
-    from converter_lite.codegen.schedule import row_chunking
-    assert row_chunking(plan_kernel(make_graph("sm", [(F32, (64, 128))], _softmax))) == (64, 64)
+    from converter_lite.codegen.schedule import ROW_CHUNK_ELEMS, row_chunking
+    assert row_chunking(plan_kernel(make_graph("sm", [(F32, (64, 128))], _softmax))) == (64, ROW_CHUNK_ELEMS // 128)
     ln = make_graph("ln", [(F32, (16, 512)), (F32, (512,)), (F32, (512,))], _layer_norm)
-    assert row_chunking(plan_kernel(ln)) == (16, 16)
+    assert row_chunking(plan_kernel(ln)) == (16, ROW_CHUNK_ELEMS // 512)
     over_rows = make_graph("r0", [(F32, (8, 4))], lambda b, x: x - b.op("ReduceMean", x, _axes(b, (0,))))
     assert row_chunking(plan_kernel(over_rows)) is None
     dropped = make_graph("kd", [(F32, (8, 8))], lambda b, x: [
