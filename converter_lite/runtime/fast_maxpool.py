@@ -24,6 +24,7 @@ reference's (up to the sign of a zero maximum when +0.0 and -0.0 tie).
 from __future__ import annotations
 
 import sys
+from functools import partial
 
 import numpy as np
 
@@ -32,18 +33,18 @@ from .runs import run_copy
 
 # element size -> (unsigned type of a pair, unsigned type of one element): the columns pass's even/odd split
 PAIRS = {4: (np.uint64, np.uint32), 2: (np.uint32, np.uint16)}
+PAIRED_MIN = 256            # output positions per channel below which the split's extra calls cost more
 
 
-def flat_window_max(src: np.ndarray, dst: np.ndarray, offsets) -> None:
-    """``dst[j] = max_k src[j + offsets[k]]`` for ``j < len(src) - offsets[-1]`` (1-D arrays, offsets ascending
-    from 0; ``dst`` may be ``src`` only with a single other offset)."""
+def window_max(src: np.ndarray, dst: np.ndarray, offsets) -> list:
+    """Calls computing ``dst[j] = max_k src[j + offsets[k]]`` for ``j < len(src) - offsets[-1]`` (1-D arrays,
+    offsets ascending from 0, at least two; ``dst`` is not ``src``)."""
     m = src.shape[0] - offsets[-1]
     if m <= 0:
-        return
+        return []
     out = dst[:m]
-    np.maximum(src[:m], src[offsets[1]:offsets[1] + m], out=out)
-    for o in offsets[2:]:
-        np.maximum(out, src[o:o + m], out=out)
+    return [partial(np.maximum, src[:m], src[offsets[1]:offsets[1] + m], out=out)] + \
+        [partial(np.maximum, out, src[o:o + m], out=out) for o in offsets[2:]]
 
 
 def _lines(length: int, out_n: int, stride: int, dil: int, kernel: int, pad: int):
@@ -58,25 +59,23 @@ def _lines(length: int, out_n: int, stride: int, dil: int, kernel: int, pad: int
     return first, end, borders
 
 
-def _combine(out: np.ndarray, taps: list, fill) -> None:
+def _combine(out: np.ndarray, taps: list, fill) -> list:
+    """Calls writing the max of ``taps`` (``fill`` when there is none) into ``out``."""
     if not taps:
-        out.fill(fill)
-        return
+        return [partial(out.fill, fill)]
     if len(taps) == 1:
-        np.copyto(out, taps[0])
-        return
-    np.maximum(taps[0], taps[1], out=out)
-    for t in taps[2:]:
-        np.maximum(out, t, out=out)
+        return [partial(np.copyto, out, taps[0])]
+    return [partial(np.maximum, taps[0], taps[1], out=out)] + [partial(np.maximum, out, t, out=out)
+                                                               for t in taps[2:]]
 
 
-def _paired_columns(g: np.ndarray, scratch: np.ndarray, out: np.ndarray, half: int, taps: list[int]):
+def _paired_columns(g: np.ndarray, scratch: np.ndarray, out: np.ndarray, half: int, taps: list[int]) -> list:
     """The columns pass for stride 2 when the output is exactly half as wide as ``g``'s rows: ``g``'s even and
     odd elements are split into two contiguous halves by two narrowing casts (a pair of elements read as one
     wider integer keeps its first element; read from one element further, its second), so that every column
     tap is a contiguous slice of one half and the max over the taps is written straight into ``out`` by flat
     passes.  ``taps``: each tap's column relative to ``2 * k`` (``j * dw - pad_left``); outputs whose taps leave
-    the row are garbage here and recomputed by the caller."""
+    the row are garbage here and recomputed by the caller.  Returns the calls doing it."""
     isz = g.dtype.itemsize
     wide, narrow = PAIRS[isz]
     raw = g.view(np.uint8)
@@ -93,15 +92,12 @@ def _paired_columns(g: np.ndarray, scratch: np.ndarray, out: np.ndarray, half: i
     first = (a[lo + qa:hi + qa], b[lo + qb:hi + qb])
     rest = [p[lo + q:hi + q] for p, q in phases[2:]]
 
-    def run():
-        np.copyto(even, pairs, casting="unsafe")
-        np.copyto(odd[:half - 1], shifted, casting="unsafe")
-        np.copyto(last_odd, g_last)
-        if hi > lo:
-            np.maximum(*first, out=dst)
-            for t in rest:
-                np.maximum(dst, t, out=dst)
-    return run
+    calls = [partial(np.copyto, even, pairs, casting="unsafe"),
+             partial(np.copyto, odd[:half - 1], shifted, casting="unsafe"), partial(np.copyto, last_odd, g_last)]
+    if hi > lo:
+        calls.append(partial(np.maximum, *first, out=dst))
+        calls += [partial(np.maximum, dst, t, out=dst) for t in rest]
+    return calls
 
 
 class MaxPool2D:
@@ -117,7 +113,7 @@ class MaxPool2D:
         self.cols = _lines(self.w, ow, sw, dw, kw, win.pads_begin[1])
         self.r_elems = max(self.h, oh) * self.w        # per channel: R (rows pass), reused by the columns pass
         self.paired = (sw == 2 and kw > 1 and 2 * ow == self.w and self.dtype.itemsize in PAIRS
-                       and sys.byteorder == "little")
+                       and sys.byteorder == "little" and oh * ow >= PAIRED_MIN)
         self.g_elems = oh * self.w
 
     @property
@@ -148,30 +144,27 @@ class MaxPool2D:
         col_offs = [j * dw for j in range(kw)]
         t0, l0 = ra * sh - win.pads_begin[0], ca * sw - win.pads_begin[1]
         g_inner = run_copy(gv[:, ra:rb], rv[:, t0:t0 + (rb - ra - 1) * sh + 1:sh]) if rb > ra else None
-        g_edges = [(gv[:, i], [xs[:, t] for t in ts]) for i, ts in row_borders.items()]
+        calls = []
+        if kh > 1:
+            calls += window_max(xf, r, row_offs)
+        if g_inner is not None:
+            calls.append(g_inner)
+        for i, ts in row_borders.items():
+            calls += _combine(gv[:, i], [xs[:, t] for t in ts], self.fill)
         if self.paired:
-            columns = _paired_columns(g, rbuf, o, n * oh * (w // 2), [j * dw - win.pads_begin[1] for j in range(kw)])
+            calls += _paired_columns(g, rbuf, o, n * oh * (w // 2), [j * dw - win.pads_begin[1] for j in range(kw)])
         else:
-            o_inner = run_copy(o[:, :, ca:cb], cv[:, :, l0:l0 + (cb - ca - 1) * sw + 1:sw]) if cb > ca and oh else None
-
-            def columns():
-                if kw > 1:
-                    flat_window_max(g, cbuf, col_offs)
-                if o_inner is not None:
-                    o_inner()
-        o_edges = [(o[:, :, k], [gv[:, :, t] for t in ts]) for k, ts in col_borders.items()]
-        fill, is_float, attrs = self.fill, self.is_float, self.attrs
+            if kw > 1:
+                calls += window_max(g, cbuf, col_offs)
+            if cb > ca and oh:
+                calls.append(run_copy(o[:, :, ca:cb], cv[:, :, l0:l0 + (cb - ca - 1) * sw + 1:sw]))
+        for k, ts in col_borders.items():
+            calls += _combine(o[:, :, k], [gv[:, :, t] for t in ts], self.fill)
+        check, attrs = self.is_float and o.size > 0, self.attrs
 
         def run():
-            if kh > 1:
-                flat_window_max(xf, r, row_offs)
-            if g_inner is not None:
-                g_inner()
-            for dst, taps in g_edges:
-                _combine(dst, taps, fill)
-            columns()
-            for dst, taps in o_edges:
-                _combine(dst, taps, fill)
-            if is_float and o.size and np.isnan(o.max()):
+            for c in calls:
+                c()
+            if check and np.isnan(o.max()):
                 np.copyto(o, max_pool(attrs, xs[None])[0][0])
         return run

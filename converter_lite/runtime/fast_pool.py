@@ -8,7 +8,8 @@ The results equal the reference kernels':
 * AveragePool copies the input into a zero border (which also covers ``ceil_mode``'s overhang), sums the
   ``kh*kw`` strided tap views of that buffer in the reference's order and divides by the per-position count
   (``count_include_pad``), split over ``num_threads`` by channel blocks.
-* GlobalAveragePool is ``mean`` over the spatial axes; Pad is fast_pad.py's (kept in this table).
+* GlobalAveragePool is numpy's ``mean`` over the spatial axes (spelled out as a sum over each contiguous
+  plane, then the division by the count); Pad is fast_pad.py's (kept in this table).
 """
 from __future__ import annotations
 
@@ -128,7 +129,21 @@ def _global_avg(ctx: NodeCtx):
     if x.dtype not in FLOATS or len(x.shape) < 3 or ctx.out().dtype != x.dtype:
         return None
     axes = tuple(range(2, len(x.shape)))
-    return Impl(bind=lambda ins, outs, ws, nt=1: partial(np.mean, ins[0], axis=axes, keepdims=True, out=outs[0]))
+    rows, size = int(np.prod(x.shape[:2])), int(np.prod(x.shape[2:]))
+
+    def bind(ins, outs, ws, nt=1):
+        src, out = ins[0], outs[0]
+        if not (src.flags.c_contiguous and out.flags.c_contiguous) or size == 0:
+            return partial(np.mean, src, axis=axes, keepdims=True, out=out)
+        # what np.mean does on a contiguous array (one pairwise sum per row, then the division), minus its
+        # argument handling
+        flat, res, count = src.reshape(rows, size), out.reshape(rows), x.dtype.type(size)
+
+        def run():
+            np.add.reduce(flat, axis=1, out=res)
+            np.divide(res, count, out=res)
+        return run
+    return Impl(bind=bind)
 
 
 POOL_FAST = {"MaxPool": _pool("max"), "AveragePool": _pool("avg"), "GlobalAveragePool": _global_avg,

@@ -382,3 +382,9 @@ def test_pad_rewrites_its_padding_every_run(rng, pads):
     ex = plan._free[-1]
     ex.arena.view(np.uint8)[:] = 0xFF                          # NaN everywhere
     np.testing.assert_array_equal(ex.run([x], None, 1)[0], want)
+
+
+@pytest.mark.parametrize("shape", [(1, 16, 32, 32), (2, 64, 7, 7), (3, 5, 11, 13), (2, 3, 4), (1, 2, 3, 4, 5)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_global_average_pool_shapes(rng, shape, dtype):
+    run_case("GlobalAveragePool", [arr(rng, *shape, dtype=dtype, specials=True)])
