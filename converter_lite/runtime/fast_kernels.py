@@ -12,8 +12,10 @@ tests in tests/runtime compare every entry with its reference kernel.
 * elementwise (``out=`` numpy ufuncs, in place when the planner allows): the unary/binary tables below,
   Clip, Where, Sigmoid, Erf;
 * Softmax, LayerNormalization (fast_norm.py), MatMul/Gemm (fast_linalg.py), Conv (fast_conv.py), pooling
-  and Pad (fast_pool.py), Resize (nearest)/DepthToSpace/SpaceToDepth/Tile as precomputed gathers
-  (fast_gather.py).
+  (fast_pool.py, MaxPool in fast_maxpool.py) and Pad (fast_pad.py), Resize (nearest)/DepthToSpace/
+  SpaceToDepth/Tile as precomputed gathers (fast_gather.py).
+* copies of strided views whose trailing axes are contiguous (Transpose keeping them, Slice/Split parts, Pad's
+  interior) move one contiguous run per memcpy (runs.py).
 """
 from __future__ import annotations
 
