@@ -188,8 +188,8 @@ def load(path: str | os.PathLike, num_threads: int = 2, native: bool = True,
             products; numpy's BLAS stays at one thread.
         native: False runs every kernel with the numpy reference kernels even if native code is present.
         adaptive_threads: with ``num_threads > 1``, each run uses 1 or ``num_threads`` threads, whichever the
-            recent runs measured faster (runtime/threads.py ``ThreadChooser``); False always uses
-            ``num_threads``.
+            recent runs measured faster (runtime/threads.py ``ThreadChooser``; a model without matrix
+            products whose buffers total at most 64 KB always uses one); False always uses ``num_threads``.
         trust_native_code: False never runs the machine code shipped in the file: every fused kernel is
             generated again from its sub-graph of basic ops (the file's graph, which is data) by our own code
             generator and compiled in memory (needs llvmlite; no C compiler).

@@ -15,7 +15,8 @@
 Threads: steps are bound for a thread count (native kernels' OpenMP team, the runtime's splitting of large
 GEMMs/convolutions); an executor keeps one bound list per count it has run with, over the same arena.  With
 ``num_threads > 1`` and ``adaptive``, ``threads.ThreadChooser`` picks 1 or ``num_threads`` per run from the
-measured run times (a second thread loses when the cores are busy); numpy's BLAS stays at one thread
+measured run times (a second thread loses when the cores are busy); a plan with no BLAS op and at most
+``TINY_PLAN_BYTES`` of buffers always runs on one thread.  numpy's BLAS stays at one thread
 (``threads.blas_enter``).
 
 Thread safety: a Plan is immutable after construction (but for the chooser's statistics, behind a lock);
@@ -42,6 +43,7 @@ from .lowering import KernelEntry, Program, lower
 from .threads import ThreadChooser, blas_enter, blas_exit
 
 MAX_IDLE_EXECUTORS = 4
+TINY_PLAN_BYTES = 1 << 16
 # ops whose kernels (fast or reference) call numpy's BLAS: only plans with one limit its threads during a run
 BLAS_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "FusedMatMul", "FusedAttention",
                       "Attention", "MatMulInteger", "QLinearMatMul", "QLinearConv", "ConvInteger", "DeformConv",
@@ -72,8 +74,12 @@ class Plan:
         self.steps = [Step(s.node, s.impl.native, s.kernel, s.inputs, s.outputs) for s in self.program.steps]
         self.workspace = max((s.impl.workspace for s in self.program.steps), default=0)
         self._free: list[Executor] = []
-        self.chooser = ThreadChooser((1, num_threads)) if adaptive and num_threads > 1 else None
         self.uses_blas = any(s.node.op in BLAS_OPS for s in self.program.steps)
+        # a plan without BLAS op whose buffers all fit in TINY_PLAN_BYTES runs on one thread (adaptive only):
+        # its kernels are too small for a second thread to pay, and the choice itself costs ~2 us a run
+        tiny = not self.uses_blas and self.memory.arena_bytes + self.workspace <= TINY_PLAN_BYTES
+        self.run_threads = 1 if adaptive and tiny else num_threads
+        self.chooser = ThreadChooser((1, num_threads)) if adaptive and num_threads > 1 and not tiny else None
         # every step runs native code: no numpy arithmetic, so a run needs no np.errstate around it
         self.native_only = all(s.impl.native for s in self.program.steps)
 
@@ -87,7 +93,7 @@ class Plan:
         ``kernels``), adds each kernel's wall time in seconds to it.  ``num_threads`` overrides the thread
         count of this run (default: the chooser's pick, or the plan's).  Returns new arrays."""
         chooser = self.chooser if num_threads is None else None
-        nt = num_threads or (chooser.pick() if chooser is not None else self.num_threads)
+        nt = num_threads or (chooser.pick() if chooser is not None else self.run_threads)
         free = self._free
         try:
             ex = free.pop()                            # list.pop/append are atomic: no lock needed

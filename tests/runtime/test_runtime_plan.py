@@ -250,3 +250,16 @@ def test_concurrent_runs_use_separate_arenas(rng):
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_tiny_plans_run_on_one_thread_without_the_chooser(rng):
+    small = Plan(fused_graph(), num_threads=2)
+    assert small.chooser is None and small.run_threads == 1
+    feeds = [rng.standard_normal((4, 8)).astype(np.float32) for _ in range(2)]
+    small.execute(feeds)
+    assert set(small._free[-1].bound) == {1}
+    assert Plan(fused_graph(), num_threads=2, adaptive=False).run_threads == 2      # an explicit count is kept
+    x = f32("x", 256, 256)
+    y, z = f32("y", 256, 256), f32("z", 256, 256)
+    big = Graph("big", [x], [z], [Node("Tanh", [x], [y], name="t"), Node("Neg", [y], [z], name="n")])
+    assert Plan(big, num_threads=2).chooser is not None
