@@ -91,16 +91,24 @@ class Plan:
                 num_threads: int | None = None) -> list[np.ndarray]:
         """Runs the plan on ``inputs`` (graph-input order).  With ``timings`` (one float per kernel, see
         ``kernels``), adds each kernel's wall time in seconds to it.  ``num_threads`` overrides the thread
-        count of this run (default: the chooser's pick, or the plan's).  Returns new arrays."""
-        chooser = self.chooser if num_threads is None else None
-        nt = num_threads or (chooser.pick() if chooser is not None else self.run_threads)
+        count of this run (default: the chooser's choice, or the plan's).  Returns new arrays."""
+        chooser = None
+        if num_threads is not None:
+            nt = num_threads
+        elif self.chooser is None:
+            nt = self.run_threads
+        elif timings is not None:
+            nt = self.chooser.best()                   # a profiled run takes the current choice, untimed
+        else:
+            nt, sample = self.chooser.choose()
+            chooser = self.chooser if sample else None
         free = self._free
         try:
             ex = free.pop()                            # list.pop/append are atomic: no lock needed
         except IndexError:
             ex = Executor(self)
         try:
-            if chooser is None or timings is not None:
+            if chooser is None:
                 if not self.uses_blas:
                     return ex.run(inputs, timings, nt)
                 blas_enter(nt)

@@ -133,9 +133,10 @@ class ThreadChooser:
     or a caller running models in parallel) every team-based kernel waits for a helper that the OS has not
     scheduled, and the run gets slower than on one thread.  Each option is tried ``WARMUP`` times (after one
     run to bind it), then the one with the lowest median over its last ``WINDOW`` runs is used, and every
-    ``EXPLORE``-th run re-measures the other one, so the choice follows the machine's load.  Never more than
-    ``num_threads`` threads."""
-    WARMUP, WINDOW, EXPLORE = 3, 9, 16
+    ``EXPLORE``-th run re-measures the other one, so the choice follows the machine's load; in between, one run
+    of the best option in ``SAMPLE`` is timed (a run not timed costs no lock).  Never more than ``num_threads``
+    threads."""
+    WARMUP, WINDOW, EXPLORE, SAMPLE = 3, 9, 16, 4
 
     def __init__(self, options: tuple[int, ...]):
         from collections import deque
@@ -145,24 +146,33 @@ class ThreadChooser:
         self.runs = 0
         self._median = {o: 0.0 for o in options}       # median of each option's samples (kept by record)
         self._cold = True                              # some option has fewer than WARMUP samples
+        self._best = options[0]                        # lowest median (kept by record)
         self._lock = threading.Lock()
 
     def pick(self) -> int:
+        return self.choose()[0]
+
+    def choose(self) -> tuple[int, bool]:
+        """The option for the next run, and whether to ``record`` its time: warm-up and exploration runs always,
+        runs of the best option every ``SAMPLE``-th time (the steady state takes no lock and no clock)."""
+        self.runs += 1                                 # a lost increment under a race only shifts the schedule
+        runs = self.runs
+        if not self._cold and runs % self.EXPLORE and runs % self.SAMPLE:
+            return self._best, False
         with self._lock:
-            self.runs += 1
             if self._cold:
                 cold = [o for o in self.options if len(self.samples[o]) < self.WARMUP]
                 if cold:
-                    return min(cold, key=lambda o: self.seen[o])
+                    return min(cold, key=lambda o: self.seen[o]), True
                 self._cold = False
-            best = self.best()
-            if self.runs % self.EXPLORE == 0:
+            best = self._best
+            if runs % self.EXPLORE == 0:
                 others = [o for o in self.options if o != best]
-                return others[(self.runs // self.EXPLORE) % len(others)]
-            return best
+                return others[(runs // self.EXPLORE) % len(others)], True
+            return best, True
 
     def best(self) -> int:
-        return min(self.options, key=self._median.__getitem__)
+        return self._best
 
     def record(self, option: int, seconds: float) -> None:
         with self._lock:
@@ -172,3 +182,4 @@ class ThreadChooser:
                 samples.append(seconds)
                 s = sorted(samples)
                 self._median[option] = s[len(s) // 2]
+                self._best = min(self.options, key=self._median.__getitem__)
