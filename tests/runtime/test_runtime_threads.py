@@ -129,3 +129,18 @@ def test_blas_limit_only_for_plans_that_use_blas():
     assert Plan(_matmul_graph(), num_threads=2).uses_blas
     x, y = f32("x", 4), f32("y", 4)
     assert not Plan(Graph("g", [x], [y], [Node("Neg", [x], [y], name="n")])).uses_blas
+
+
+def test_chooser_times_warm_up_exploration_and_every_sample_th_run():
+    c = threads.ThreadChooser((1, 2))
+    cost = {1: 3.0, 2: 1.0}
+    timed = []
+    for _ in range(96):
+        o, sample = c.choose()
+        timed.append(sample)
+        if sample:
+            c.record(o, cost[o])
+    assert all(timed[:6])                               # warm-up (both options) is always timed
+    steady = timed[32:]
+    assert 0 < sum(steady) <= len(steady) // 2          # later only some runs are
+    assert c.best() == 2
