@@ -9,11 +9,14 @@ contiguous 1-D buffer, computing every position and ignoring the ones it does no
    the channel block, offsets ``r*dh*W``; positions whose window crosses into the next channel are garbage and
    never read);
 2. ``G[:, i] = R[:, i*sh - pb]`` for the output rows whose window lies inside the input (one copy of whole
-   rows, runs.py); the few
-   border rows take the max of their in-range input rows directly;
+   rows, runs.py); the few border rows take the max of their in-range input rows directly;
 3. columns: the same flat pass over ``G`` with offsets ``c*dw``;
 4. ``out[:, :, k]`` picks column ``k*sw - pl`` of that (one copy); border columns take the max of their
    in-range columns of ``G``.
+
+With stride 2 along the columns and an output half as wide as the input, steps 3-4 instead split ``G`` into
+its even and odd columns (two narrowing integer casts) and run the flat pass over those halves straight into
+the output (``_paired_columns``).  Every pass is bound once, as a list of ``functools.partial`` calls.
 
 Taps in the padding are ``-inf`` (the integer minimum), which never change a max, so they are skipped.  The
 passes use ``maximum``, which propagates NaN, where the reference keeps the first tap and replaces it by a
