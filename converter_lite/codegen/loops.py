@@ -19,13 +19,15 @@ from .types import I64
 
 # a short innermost loop (fewer iterations than a vector or a few vectors): widened with the tail done by masked
 # loads/stores instead of being fully unrolled (which lets LLVM widen the outer loop with gathers/scatters)
-SHORT_LOOP = {"llvm.loop.vectorize.enable": True, "llvm.loop.vectorize.predicate.enable": True,
-              "llvm.loop.unroll.disable": None}
+SHORT_LOOP = {"llvm.loop.vectorize.predicate.enable": True, "llvm.loop.unroll.disable": None}
 # the innermost loop of a nest: 4 vectors per iteration, so long dependency chains in the body (a 7x7 depthwise
 # convolution sums 49 taps) of different vectors overlap instead of waiting on each other
 LONG_LOOP = {"llvm.loop.interleave.count": 4}
 MASKED_TAIL = 32         # contiguous loops shorter than this get a masked tail (SHORT_LOOP), longer a scalar one
-SHORT_LOOP_STRIDED = {"llvm.loop.vectorize.enable": True, "llvm.loop.unroll.disable": None}
+# a loop of a few vectors: not fully unrolled (LLVM widens it with a scalar tail)
+MID_LOOP = {"llvm.loop.unroll.disable": None}
+# a short loop with stride-2 accesses (strided slices): widened even though the cost model would not
+STRIDED_LOOP = {"llvm.loop.vectorize.enable": True, "llvm.loop.unroll.disable": None}
 
 
 class _LoopID(ir.values.MDValue):
@@ -39,18 +41,20 @@ class _LoopID(ir.values.MDValue):
         super().descr(buf)
 
 
-def access_hints(extent: int, short: int):
+def access_hints(extent: int, short: int, reduction: bool = False):
     """Hints for an innermost loop of ``extent`` iterations, chosen from the strides of its memory accesses
     along the induction variable (known once the body is emitted): all unit or zero stride -> SHORT_LOOP below
-    MASKED_TAIL iterations, SHORT_LOOP_STRIDED below ``short``, LONG_LOOP from there; stride 2 (strided slices)
-    -> SHORT_LOOP_STRIDED below ``short``;
-    anything else (transposes: gathers either way) -> None, LLVM's own choice."""
+    MASKED_TAIL iterations, MID_LOOP below ``short``, LONG_LOOP from there; stride 2 (strided slices)
+    in a straight-line map loop -> STRIDED_LOOP below ``short`` (forced: LLVM's cost model leaves such short
+    loops scalar, and only loops sure to vectorize are forced, since a forced loop that is not vectorized makes
+    LLVM print warnings); anything else (transposes: gathers either way) -> None, LLVM's own choice."""
     def choose(blocks, iv):
         strides = access_strides(blocks, iv)
         if strides <= {0, 1}:
-            return SHORT_LOOP if extent < MASKED_TAIL else SHORT_LOOP_STRIDED if extent < short else LONG_LOOP
-        if None not in strides and max(abs(x) for x in strides) <= 2 and extent < short:
-            return SHORT_LOOP_STRIDED
+            return SHORT_LOOP if extent < MASKED_TAIL else MID_LOOP if extent < short else LONG_LOOP
+        if None not in strides and max(abs(x) for x in strides) <= 2 and extent < short and not reduction \
+                and len(blocks) == 1:
+            return STRIDED_LOOP
         return None
     return choose
 

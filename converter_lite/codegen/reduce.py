@@ -280,7 +280,7 @@ def _reduce_hints(extent: int):
     kept axes with gathers) - when its accesses are contiguous (loops.access_hints)."""
     if extent <= 1 or extent >= REDUCE_SHORT:
         return None
-    return access_hints(extent, REDUCE_SHORT)
+    return access_hints(extent, REDUCE_SHORT, reduction=True)
 
 
 def _emit_special(em, st: ReduceStage, extent, out_index, element) -> None:
