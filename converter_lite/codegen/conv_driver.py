@@ -1,6 +1,9 @@
 """The convolution tile driver: 2-D convolution as im2col tiles + one CBLAS GEMM per tile (a support function).
 
-    void cl_conv2d_tiles_f32(i8* desc, i64 nthreads)        (and cl_conv2d_tiles_f64: double, dgemm)
+    void cl_conv2d_tiles_v<LAYOUT>_f32(i8* desc, i64 nthreads)       (and ..._f64: double, dgemm)
+
+The symbols carry the record layout's version (``LAYOUT``), so a runtime never drives code that reads another
+layout (a model converted before a change simply runs the numpy path).
 
 ``desc`` is a record of ``len(FIELDS)`` i64 fields (below) followed by ``nslots`` i64 slot flags, filled by the
 runtime at bind time (runtime/conv_native.py), so a bound Conv step is one foreign call.  The output
@@ -21,7 +24,8 @@ channels of the group.  Tiles are the chunks of ``cl_pool_parallel_for`` (pool.p
 2. **GEMM** ``Y_tile[tile_m, P] = W[tile_m, K] @ cols[K, P]`` by numpy's own CBLAS ``sgemm``/``dgemm``
    (``gemm``, 64-bit integers when ``int64``), writing straight into ``Y`` (``ldc = OH*OW``).
 3. **epilogue** while the tile is in cache: ``y += bias[m]`` (``bias`` != 0), ``y += residual[...]`` (an
-   array shaped like ``Y``, when != 0), then ``y = max(y, 0)`` when ``relu`` (NaN stays NaN).
+   array shaped like ``Y``, when != 0), then ``y = min(max(y, lo), hi)`` when ``clamp`` (a Relu, Relu6/Clip;
+   NaN stays NaN).
 
 Chunk ``t`` is tile ``(n, g, pixel tile, channel tile)`` with the channel tile varying fastest.
 
@@ -42,7 +46,7 @@ scratch slot_bytes    scratch slots (nslots of slot_bytes bytes each, >= K * row
 tile_p tile_m         pixels and output channels per tile
 n_ptiles n_mtiles     tiles per (n, g) along pixels / along the group's output channels
 gemm int64            address of the CBLAS gemm, 1 when its integer arguments are 64-bit
-direct relu           see above
+direct clamp lo hi    see above (``lo``/``hi``: float64 bit patterns)
 shared cur n_cparts   shared mode, its current image (written by the driver), channel chunks of its im2col
 nslots                number of slot flags after the fields
 ====================  =======================================================================================
@@ -55,10 +59,11 @@ from .loops import for_range
 from .pool import BODY_TYPE, declare_pool
 from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I8, I32, I64, VOID
 
-CONV_SYMBOLS = {"float32": "cl_conv2d_tiles_f32", "float64": "cl_conv2d_tiles_f64"}
+LAYOUT = 2                        # bumped with every change of FIELDS: a model's code and the runtime must agree
+CONV_SYMBOLS = {"float32": f"cl_conv2d_tiles_v{LAYOUT}_f32", "float64": f"cl_conv2d_tiles_v{LAYOUT}_f64"}
 FIELDS = ("n", "c", "h", "w", "m", "group", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "oh", "ow",
           "x", "wt", "bias", "y", "residual", "scratch", "slot_bytes", "tile_p", "tile_m", "n_ptiles", "n_mtiles",
-          "gemm", "int64", "direct", "relu", "shared", "cur", "n_cparts", "nslots")
+          "gemm", "int64", "direct", "clamp", "lo", "hi", "shared", "cur", "n_cparts", "nslots")
 _F = {name: i for i, name in enumerate(FIELDS)}
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS = 101, 111
 VECTOR_BYTES = 64                   # im2col vector width (masked loads; LLVM splits it where vectors are narrower)
@@ -233,11 +238,10 @@ class _Body:
                                 src = b.gep(src0, [b.mul(j, f["dw"])])
                                 lo, hi = b.load(b.gep(los, [j])), b.load(b.gep(his, [j]))
                                 self.segment(b.gep(dst0, [b.mul(j, np_)]), src, ow0, ow1, nblk, lo, hi, sw)
-                        with outside:
-                            with for_range(b, 0, kw, "j") as j:
-                                dst = b.gep(dst0, [b.mul(j, np_)])
-                                with for_range(b, 0, nblk, "z") as z:
-                                    self.vstore(self.vzero, dst, b.mul(z, _c(self.vl)))
+                        with outside, for_range(b, 0, kw, "j") as j:
+                            dst = b.gep(dst0, [b.mul(j, np_)])
+                            with for_range(b, 0, nblk, "z") as z:
+                                self.vstore(self.vzero, dst, b.mul(z, _c(self.vl)))
 
     def lo_hi(self, f):
         """Per kernel column j: the output columns [lo, hi) whose input column ``q*sw + j*dw - pl`` is in
@@ -278,28 +282,27 @@ class _Body:
                     ptr = b.bitcast(b.gep(src, [q0]), self.vec.as_pointer())
                     val = b.call(self.mload, [ptr, ir.Constant(I32, self.es), mask, self.vzero])
                     self.vstore(val, dst, b.mul(v, _c(vl)))
-            with other:
-                with b.if_else(b.icmp_signed("==", sw, _c(2))) as (two, gen):
-                    with two:
-                        lov = self.splat(b.mul(lo, _c(2)), 2 * vl)
-                        hiv = self.splat(b.sub(b.mul(hi, _c(2)), _c(1)), 2 * vl)
-                        iota = ir.Constant(ir.VectorType(I32, 2 * vl), list(range(2 * vl)))
-                        evens = ir.Constant(ir.VectorType(I32, vl), list(range(0, 2 * vl, 2)))
-                        with for_range(b, 0, nblk, "v") as v:
-                            q0 = b.add(ow0, b.mul(v, _c(vl)))
-                            ev = b.add(self.splat(b.mul(q0, _c(2)), 2 * vl), iota)
-                            mask = b.and_(b.icmp_signed(">=", ev, lov), b.icmp_signed("<", ev, hiv))
-                            ptr = b.bitcast(b.gep(src, [b.mul(q0, _c(2))]), self.vec2.as_pointer())
-                            wide = b.call(self.mload2, [ptr, ir.Constant(I32, self.es), mask, self.vzero2])
-                            self.vstore(b.shuffle_vector(wide, wide, evens), dst, b.mul(v, _c(vl)))
-                    with gen:
-                        lo_ = _min(b, _max(b, lo, ow0), ow1)
-                        hi_ = _min(b, _max(b, hi, lo_), ow1)
-                        self.zero(dst, b.sub(lo_, ow0))
-                        base = b.gep(dst, [b.sub(lo_, ow0)])
-                        with for_range(b, lo_, hi_, "q") as q:
-                            b.store(b.load(b.gep(src, [b.mul(q, sw)])), b.gep(base, [b.sub(q, lo_)]))
-                        self.zero(b.gep(dst, [b.sub(hi_, ow0)]), b.sub(ow1, hi_))
+            with other, b.if_else(b.icmp_signed("==", sw, _c(2))) as (two, gen):
+                with two:
+                    lov = self.splat(b.mul(lo, _c(2)), 2 * vl)
+                    hiv = self.splat(b.sub(b.mul(hi, _c(2)), _c(1)), 2 * vl)
+                    iota = ir.Constant(ir.VectorType(I32, 2 * vl), list(range(2 * vl)))
+                    evens = ir.Constant(ir.VectorType(I32, vl), list(range(0, 2 * vl, 2)))
+                    with for_range(b, 0, nblk, "v") as v:
+                        q0 = b.add(ow0, b.mul(v, _c(vl)))
+                        ev = b.add(self.splat(b.mul(q0, _c(2)), 2 * vl), iota)
+                        mask = b.and_(b.icmp_signed(">=", ev, lov), b.icmp_signed("<", ev, hiv))
+                        ptr = b.bitcast(b.gep(src, [b.mul(q0, _c(2))]), self.vec2.as_pointer())
+                        wide = b.call(self.mload2, [ptr, ir.Constant(I32, self.es), mask, self.vzero2])
+                        self.vstore(b.shuffle_vector(wide, wide, evens), dst, b.mul(v, _c(vl)))
+                with gen:
+                    lo_ = _min(b, _max(b, lo, ow0), ow1)
+                    hi_ = _min(b, _max(b, hi, lo_), ow1)
+                    self.zero(dst, b.sub(lo_, ow0))
+                    base = b.gep(dst, [b.sub(lo_, ow0)])
+                    with for_range(b, lo_, hi_, "q") as q:
+                        b.store(b.load(b.gep(src, [b.mul(q, sw)])), b.gep(base, [b.sub(q, lo_)]))
+                    self.zero(b.gep(dst, [b.sub(hi_, ow0)]), b.sub(ow1, hi_))
 
     def gemm(self, f, m, n, k, a, bmat, ldb, cmat, ldc) -> None:
         b, real = self.b, self.real
@@ -317,28 +320,29 @@ class _Body:
         b, real = self.b, self.real
         bias, res = self.get("bias"), self.get("residual")
         has_bias, has_res = b.icmp_unsigned("!=", bias, _c(0)), b.icmp_unsigned("!=", res, _c(0))
-        relu = b.icmp_signed("!=", f["relu"], _c(0))
+        relu = b.icmp_signed("!=", f["clamp"], _c(0))
         with b.if_then(b.or_(b.or_(has_bias, has_res), relu)):
             bp, rp = b.inttoptr(bias, self.fp), b.gep(b.inttoptr(res, self.fp), [yoff])
-            zero = ir.Constant(real, 0.0)
+            lo, hi = (b.bitcast(f[name], F64) for name in ("lo", "hi"))
+            if real is not F64:
+                lo, hi = b.fptrunc(lo, real), b.fptrunc(hi, real)
             with for_range(b, 0, nm, "e") as r:
                 row = b.gep(cmat, [b.mul(r, length)])
                 rrow = b.gep(rp, [b.mul(r, length)])
                 bval = self._bias_value(has_bias, bp, b.add(mrow, r))
                 with b.if_else(has_res) as (with_res, no_res):
                     for blk, add_res in ((with_res, True), (no_res, False)):
-                        with blk:
-                            with b.if_else(relu) as (rl, lin):
-                                for blk2, do_relu in ((rl, True), (lin, False)):
-                                    with blk2:
-                                        with for_range(b, 0, np_, "q") as q:
-                                            p = b.gep(row, [q])
-                                            v = b.fadd(b.load(p), bval)
-                                            if add_res:
-                                                v = b.fadd(v, b.load(b.gep(rrow, [q])))
-                                            if do_relu:
-                                                v = b.select(b.fcmp_ordered("<", v, zero), zero, v)
-                                            b.store(v, p)
+                        with blk, b.if_else(relu) as (rl, lin):
+                            for blk2, do_relu in ((rl, True), (lin, False)):
+                                with blk2, for_range(b, 0, np_, "q") as q:
+                                    p = b.gep(row, [q])
+                                    v = b.fadd(b.load(p), bval)
+                                    if add_res:
+                                        v = b.fadd(v, b.load(b.gep(rrow, [q])))
+                                    if do_relu:
+                                        v = b.select(b.fcmp_ordered("<", v, lo), lo, v)
+                                        v = b.select(b.fcmp_ordered(">", v, hi), hi, v)
+                                    b.store(v, p)
 
     def _bias_value(self, has_bias, bp, m) -> ir.Value:
         """``bias[m]`` when there is a bias, else 0 (the load only happens when there is one)."""
@@ -363,15 +367,14 @@ def _emit(module: ir.Module, real: ir.Type, symbol: str) -> ir.Function:
     desc, nthreads = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     d = b.bitcast(desc, I64.as_pointer())
-    get = lambda name: b.load(b.gep(d, [_c(_F[name])]))  # noqa: E731
+    get = lambda name: b.load(b.gep(d, [_c(_F[name])]))
     bufs = b.bitcast(desc, BYTE_PTR_PTR)
     images = b.mul(get("n"), get("group"))
     with b.if_else(b.icmp_signed("!=", get("shared"), _c(0))) as (shared, tiles):
-        with shared:
-            with for_range(b, 0, images, "img") as cur:
-                b.store(cur, b.gep(d, [_c(_F["cur"])]))
-                b.call(pool, [cols, bufs, get("n_cparts"), nthreads])
-                b.call(pool, [gemm, bufs, get("n_mtiles"), nthreads])
+        with shared, for_range(b, 0, images, "img") as cur:
+            b.store(cur, b.gep(d, [_c(_F["cur"])]))
+            b.call(pool, [cols, bufs, get("n_cparts"), nthreads])
+            b.call(pool, [gemm, bufs, get("n_mtiles"), nthreads])
         with tiles:
             b.call(pool, [tile, bufs, b.mul(images, b.mul(get("n_ptiles"), get("n_mtiles"))), nthreads])
     b.ret_void()

@@ -22,15 +22,18 @@ input of the step (the last one).
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
 
 from .blas import gemm_entry
 
-SYMBOLS = {np.dtype(np.float32): "cl_conv2d_tiles_f32", np.dtype(np.float64): "cl_conv2d_tiles_f64"}
+LAYOUT = 2                        # the record layout version in the driver's symbols (codegen/conv_driver.py)
+SYMBOLS = {np.dtype(np.float32): f"cl_conv2d_tiles_v{LAYOUT}_f32",
+           np.dtype(np.float64): f"cl_conv2d_tiles_v{LAYOUT}_f64"}
 FIELDS = ("n", "c", "h", "w", "m", "group", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "oh", "ow",
           "x", "wt", "bias", "y", "residual", "scratch", "slot_bytes", "tile_p", "tile_m", "n_ptiles", "n_mtiles",
-          "gemm", "int64", "direct", "relu", "shared", "cur", "n_cparts", "nslots")
+          "gemm", "int64", "direct", "clamp", "lo", "hi", "shared", "cur", "n_cparts", "nslots")
 _F = {name: i for i, name in enumerate(FIELDS)}
 P_MAX = 384                       # pixels per tile at most (OpenBLAS slows down on wider row-major products)
 COLS_BYTES = 512 << 10            # im2col columns of one tile (per thread; L2 is 1 MB per core here)
@@ -68,15 +71,15 @@ def tiles(n: int, group: int, mg: int, cg: int, taps: int, length: int, item: in
         # small images: one column matrix per image built by all threads, then output-channel tiles
         n_m = max(1, min(want, mg // MIN_TILE_M))
         tile_m = _round_m(mg, n_m)
-        return dict(tile_p=length, tile_m=tile_m, n_ptiles=1, n_mtiles=_cdiv(mg, tile_m), shared=1,
-                    n_cparts=min(cg, CHUNKS_PER_THREAD * nt))
+        return {"tile_p": length, "tile_m": tile_m, "n_ptiles": 1, "n_mtiles": _cdiv(mg, tile_m), "shared": 1,
+                    "n_cparts": min(cg, CHUNKS_PER_THREAD * nt)}
     tile_p = _cdiv(length, n_p)
     aligned = tile_p + (-tile_p) % P_ALIGN
     if aligned <= p_max and _cdiv(length, aligned) == n_p:
         tile_p = aligned
     tile_m = _round_m(mg, n_m)
-    return dict(tile_p=tile_p, tile_m=tile_m, n_ptiles=_cdiv(length, tile_p), n_mtiles=_cdiv(mg, tile_m), shared=0,
-                n_cparts=1)
+    return {"tile_p": tile_p, "tile_m": tile_m, "n_ptiles": _cdiv(length, tile_p), "n_mtiles": _cdiv(mg, tile_m), "shared": 0,
+                "n_cparts": 1}
 
 
 def _round_m(mg: int, parts: int) -> int:
@@ -98,7 +101,7 @@ class NativeConv:
         self.k = geo.c // geo.group * geo.taps
         self.mg = geo.m // geo.group
         self.max_threads = max(1, max_threads)
-        self.relu = self.residual = False                 # epilogue taken over from the next fused kernel
+        self.clamp, self.residual = None, False           # epilogue taken over from the next fused kernel
         plans = [self.plan(nt) for nt in {1, self.max_threads}]
         p_max = max(p["tile_p"] for p in plans)
         self.slot_bytes = 0 if self.direct else _cdiv(self.k * (p_max + ROW_SLACK) * geo.item, 64) * 64
@@ -108,12 +111,12 @@ class NativeConv:
     def epilogue(self, node, ins, own, prog):
         """Lowering hook (``Impl.epilogue``): takes over a fused kernel after the Conv that is a Relu (``Max``
         with 0), an ``Add`` of a value computed earlier, or that Add then a Relu; returns the extra inputs."""
-        if self.relu or self.residual:
+        if self.clamp is not None or self.residual:
             return None
         found = _epilogue_of(node.attrs.get("graph"), ins, own, prog)
         if found is None:
             return None
-        self.relu, res = found
+        self.clamp, res = found
         self.residual = res is not None
         return () if res is None else (res,)
 
@@ -133,7 +136,8 @@ class NativeConv:
                     dh=g.dh, dw=g.dw, pt=g.pads[0], pl=g.pads[1], oh=g.oh, ow=g.ow, x=x.ctypes.data,
                     wt=self.w.ctypes.data, bias=0 if self.bias is None else self.bias.ctypes.data, y=y.ctypes.data,
                     residual=ins[-1].ctypes.data if self.residual else 0, scratch=scratch, slot_bytes=self.slot_bytes, gemm=self.gemm.address,
-                    int64=int(self.gemm.int64), direct=int(self.direct), relu=int(self.relu), cur=0, nslots=nt, **tiling)
+                    int64=int(self.gemm.int64), direct=int(self.direct), clamp=int(self.clamp is not None),
+                    lo=_bits(self.clamp[0] if self.clamp else 0.0), hi=_bits(self.clamp[1] if self.clamp else 0.0), cur=0, nslots=nt, **tiling)
         for name, v in vals.items():
             desc[_F[name]] = v
         fn, ptr, keep = _ENTRY(self.address), desc.ctypes.data, (ins, y, ws, self.w, self.bias, desc)
@@ -155,37 +159,61 @@ def native_dense(ctx, geo, w: np.ndarray, bias):
 
 
 
-def _is_zero(v) -> bool:
-    return v is not None and v.const is not None and np.size(v.const) == 1 and float(np.asarray(v.const).reshape(-1)[0]) == 0
+def _bits(v: float) -> int:
+    return int(np.array(v, np.float64).view(np.int64))
+
+
+def _scalar(v):
+    """The float value of a one-element constant, else None."""
+    if v is None or v.const is None or np.size(v.const) != 1:
+        return None
+    return float(np.asarray(v.const).reshape(-1)[0])
+
+
+def _bound(node, cur, lo: float, hi: float):
+    """(lo, hi) after applying ``node`` (Relu, Max/Min with a constant, Clip with constant bounds) to the value
+    ``cur`` clamped to [lo, hi]; None for any other node.  ``min(max(., lo), hi)`` composes with max/min."""
+    ins = list(node.inputs)
+    if node.op == "Relu" and len(ins) == 1 and ins[0] is cur:
+        return max(lo, 0.0), max(hi, 0.0)
+    if node.op in ("Max", "Min") and len(ins) == 2 and (ins[0] is cur) != (ins[1] is cur):
+        c = _scalar(ins[1] if ins[0] is cur else ins[0])
+        if c is None or math.isnan(c):
+            return None
+        return (max(lo, c), max(hi, c)) if node.op == "Max" else (lo, min(hi, c))
+    if node.op == "Clip" and ins and ins[0] is cur and not (set(node.attrs) & {"min", "max"}):
+        cl = [_scalar(v) if v is not None else None for v in (ins + [None, None])[1:3]]
+        if any(v is not None and v.const is None for v in ins[1:]) or any(x is not None and math.isnan(x) for x in cl):
+            return None
+        lo, hi = (lo, hi) if cl[0] is None else (max(lo, cl[0]), max(hi, cl[0]))
+        return (lo, hi) if cl[1] is None else (lo, min(hi, cl[1]))
+    return None
 
 
 def _epilogue_of(graph, ins, own, prog):
-    """(relu, residual value id or None) when fused sub-graph ``graph`` (inputs bound to value ids ``ins``) is
-    ``Relu(own)``/``Max(own, 0)``, ``Add(own, r)`` or ``Relu(Add(own, r))`` with ``r`` a computed value of
-    ``own``'s shape and dtype; else None."""
-    if graph is None or len(graph.outputs) != 1 or len(graph.inputs) != len(ins) or not 1 <= len(graph.nodes) <= 2:
+    """((lo, hi) or None, residual value id or None) when fused sub-graph ``graph`` (inputs bound to value ids
+    ``ins``) is an optional ``Add(own, r)`` (``r`` a computed value of ``own``'s shape and dtype) followed by
+    clamps (Relu, Max/Min with a constant, Clip with constant bounds), at least one node; else None."""
+    if graph is None or len(graph.outputs) != 1 or len(graph.inputs) != len(ins) or not graph.nodes:
         return None
     vid = {id(v): i for v, i in zip(graph.inputs, ins)}
-    cur, residual, relu = None, None, False
     src = [v for v in graph.inputs if vid[id(v)] == own]
     if len(src) != 1:
         return None
-    cur = src[0]
+    cur, residual, bounds = src[0], None, None
     for k, n in enumerate(graph.nodes):
-        others = [v for v in n.inputs if v is not cur]
-        if len(n.outputs) != 1 or len(others) != len(n.inputs) - 1:
+        if len(n.outputs) != 1:
             return None
-        if n.op == "Add" and k == 0 and len(others) == 1 and id(others[0]) in vid:
+        others = [v for v in n.inputs if v is not cur]
+        if n.op == "Add" and k == 0 and len(n.inputs) == 2 and len(others) == 1 and id(others[0]) in vid:
             r = vid[id(others[0])]
             rv, ov = prog.values[r], prog.values[own]
             if r == own or rv.const is not None or rv.dynamic or rv.shape != ov.shape or rv.dtype != ov.dtype:
                 return None
             residual = r
-        elif (n.op == "Relu" and not others) or (n.op == "Max" and len(others) == 1 and _is_zero(others[0])):
-            relu = True
         else:
-            return None
-        if relu and k != len(graph.nodes) - 1:
-            return None
+            bounds = _bound(n, cur, *(bounds or (-np.inf, np.inf)))
+            if bounds is None:
+                return None
         cur = n.outputs[0]
-    return (relu, residual) if cur is graph.outputs[0] else None
+    return (bounds, residual) if cur is graph.outputs[0] else None

@@ -89,18 +89,18 @@ def tiling(request, monkeypatch):
 
 
 CASES = [  # x shape, w shape, attrs
-    ((1, 3, 17, 19), (8, 3, 3, 3), dict(pads=(1, 1, 1, 1))),
-    ((2, 4, 20, 21), (6, 2, 3, 3), dict(strides=(2, 2), pads=(0, 1, 2, 0), group=2)),
-    ((1, 5, 23, 23), (7, 5, 7, 7), dict(strides=(3, 3), pads=(3, 3, 3, 3))),
-    ((1, 3, 31, 30), (8, 3, 7, 7), dict(strides=(2, 2), pads=(3, 2, 1, 3))),
-    ((1, 6, 15, 16), (9, 6, 3, 3), dict(strides=(1, 2), pads=(2, 2, 2, 2), dilations=(2, 2))),
-    ((1, 6, 12, 13), (6, 3, 3, 2), dict(strides=(2, 1), pads=(1, 0, 0, 1), dilations=(1, 3), group=2)),
+    ((1, 3, 17, 19), (8, 3, 3, 3), {"pads": (1, 1, 1, 1)}),
+    ((2, 4, 20, 21), (6, 2, 3, 3), {"strides": (2, 2), "pads": (0, 1, 2, 0), "group": 2}),
+    ((1, 5, 23, 23), (7, 5, 7, 7), {"strides": (3, 3), "pads": (3, 3, 3, 3)}),
+    ((1, 3, 31, 30), (8, 3, 7, 7), {"strides": (2, 2), "pads": (3, 2, 1, 3)}),
+    ((1, 6, 15, 16), (9, 6, 3, 3), {"strides": (1, 2), "pads": (2, 2, 2, 2), "dilations": (2, 2)}),
+    ((1, 6, 12, 13), (6, 3, 3, 2), {"strides": (2, 1), "pads": (1, 0, 0, 1), "dilations": (1, 3), "group": 2}),
     ((2, 8, 9, 9), (16, 8, 1, 1), {}),
-    ((1, 8, 9, 7), (12, 4, 1, 1), dict(group=2)),
-    ((1, 8, 10, 10), (12, 8, 1, 1), dict(strides=(2, 2))),
-    ((1, 4, 6, 5), (5, 4, 2, 3), dict(pads=(0, 0, 0, 0))),
-    ((3, 16, 11, 13), (24, 16, 3, 3), dict(pads=(1, 1, 1, 1))),
-    ((1, 2, 4, 4), (3, 2, 5, 5), dict(pads=(3, 4, 3, 4))),                    # taps entirely in the padding
+    ((1, 8, 9, 7), (12, 4, 1, 1), {"group": 2}),
+    ((1, 8, 10, 10), (12, 8, 1, 1), {"strides": (2, 2)}),
+    ((1, 4, 6, 5), (5, 4, 2, 3), {"pads": (0, 0, 0, 0)}),
+    ((3, 16, 11, 13), (24, 16, 3, 3), {"pads": (1, 1, 1, 1)}),
+    ((1, 2, 4, 4), (3, 2, 5, 5), {"pads": (3, 4, 3, 4)}),                    # taps entirely in the padding
 ]
 
 
@@ -125,13 +125,19 @@ def test_float64(resolver, case):
 def test_absorbed_pad_and_auto_pad(resolver):
     rng = np.random.default_rng(7)
     x, w, b = _arr(rng, 1, 4, 13, 11), _arr(rng, 6, 4, 3, 3), _arr(rng, 6)
-    _run(resolver, x, w, b, dict(pads=(1, 0, 0, 1)), pad=(0, 0, 2, 1, 0, 0, 0, 3))
-    _run(resolver, x, w, b, dict(auto_pad="SAME_UPPER", strides=(2, 2)))
+    _run(resolver, x, w, b, {"pads": (1, 0, 0, 1)}, pad=(0, 0, 2, 1, 0, 0, 0, 3))
+    _run(resolver, x, w, b, {"auto_pad": "SAME_UPPER", "strides": (2, 2)})
+
+
+def test_record_layout_matches_the_driver():
+    from converter_lite.codegen import conv_driver
+    assert conv_native.FIELDS == conv_driver.FIELDS and conv_native.LAYOUT == conv_driver.LAYOUT
+    assert sorted(conv_native.SYMBOLS.values()) == sorted(conv_driver.CONV_SYMBOLS.values())
 
 
 def test_no_native_library_keeps_numpy():
     rng = np.random.default_rng(0)
-    _run(None, _arr(rng, 1, 4, 9, 9), _arr(rng, 6, 4, 3, 3), _arr(rng, 6), dict(pads=(1, 1, 1, 1)), driver=False)
+    _run(None, _arr(rng, 1, 4, 9, 9), _arr(rng, 6, 4, 3, 3), _arr(rng, 6), {"pads": (1, 1, 1, 1)}, driver=False)
 
 
 def test_against_onnxruntime(tmp_path):
@@ -176,11 +182,13 @@ def test_relu_and_residual_epilogues(tmp_path):
     from converter_lite.api import load
     rng = np.random.default_rng(11)
     inits = {f"w{i}": _arr(rng, 4, 4, 3, 3) for i in range(5)} | {f"b{i}": _arr(rng, 4) for i in range(5)}
-    conv = lambda i, src, out: oh.make_node("Conv", [src, f"w{i}", f"b{i}"], [out], pads=[1, 1, 1, 1])  # noqa: E731
+    conv = lambda i, src, out: oh.make_node("Conv", [src, f"w{i}", f"b{i}"], [out], pads=[1, 1, 1, 1])
     nodes = [conv(0, "x", "c0"), oh.make_node("Relu", ["c0"], ["r0"]),                 # Relu
              conv(1, "r0", "c1"), oh.make_node("Add", ["c1", "x"], ["a1"]),             # Add (no Relu)
              conv(2, "a1", "c2"), oh.make_node("Add", ["r0", "c2"], ["s2"]), oh.make_node("Relu", ["s2"], ["r2"]),
-             conv(3, "r2", "c3"), oh.make_node("Relu", ["c3"], ["r3"]), oh.make_node("Add", ["c3", "r3"], ["y"])]
+             conv(3, "r2", "c3"), oh.make_node("Relu", ["c3"], ["r3"]), oh.make_node("Add", ["c3", "r3"], ["y3"]),
+             conv(4, "y3", "c4"), oh.make_node("Clip", ["c4", "lo", "hi"], ["y"])]                # Relu6
+    inits |= {"lo": np.array(0.0, np.float32), "hi": np.array(0.5, np.float32)}
     model, out = _fused_model(tmp_path, nodes, inits, ["y", "a1"])
     feeds = {"x": _arr(rng, 1, 4, 12, 12)}
     want = run_ort(model, feeds)
@@ -191,5 +199,11 @@ def test_relu_and_residual_epilogues(tmp_path):
             np.testing.assert_allclose(got[name], w, rtol=1e-4, atol=1e-4)
     steps = load(out, num_threads=2).plan.program.steps
     convs = [len(s.inputs) for s in steps if s.node.op == "Conv"]
-    assert convs == [3, 4, 4, 3], convs                    # c1 and c2 read their residual; c3 is read twice
+    assert convs == [3, 4, 4, 3, 3], convs                 # c1 and c2 read their residual; c3 is read twice
     assert sum(s.node.op == "GraphKernel" for s in steps) <= 1
+    m = load(out, num_threads=1)
+    m.run(feeds)
+    descs = [c.conv_desc for c in m.plan._free[-1].calls(1)[:len(steps)] if hasattr(c, "conv_desc")]
+    clamps = [(int(d[conv_native.FIELDS.index("clamp")]), float(d[conv_native.FIELDS.index("hi"):][:1].view(np.float64)[0]))
+              for d in descs]
+    assert clamps == [(1, np.inf), (0, 0.0), (1, np.inf), (0, 0.0), (1, 0.5)], clamps
