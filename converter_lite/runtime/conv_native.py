@@ -102,7 +102,7 @@ class NativeConv:
         self.mg = geo.m // geo.group
         self.max_threads = max(1, max_threads)
         self.clamp, self.residual = None, False           # epilogue taken over from the next fused kernel
-        plans = [self.plan(nt) for nt in {1, self.max_threads}]
+        plans = [self.plan(nt) for nt in range(1, self.max_threads + 1)]     # bind may get any nt up to it
         p_max = max(p["tile_p"] for p in plans)
         self.slot_bytes = 0 if self.direct else _cdiv(self.k * (p_max + ROW_SLACK) * geo.item, 64) * 64
         need = max(self.slot_bytes * (1 if p["shared"] else self.max_threads) for p in plans)

@@ -207,3 +207,15 @@ def test_relu_and_residual_epilogues(tmp_path):
     clamps = [(int(d[conv_native.FIELDS.index("clamp")]), float(d[conv_native.FIELDS.index("hi"):][:1].view(np.float64)[0]))
               for d in descs]
     assert clamps == [(1, np.inf), (0, 0.0), (1, np.inf), (0, 0.0), (1, 0.5)], clamps
+
+
+def test_every_thread_count_fits_the_workspace(resolver, monkeypatch):
+    monkeypatch.setattr(conv_native, "MIN_TILE_WORK", 0)
+    monkeypatch.setattr(conv_native, "MIN_TILE_M", 2)
+    rng = np.random.default_rng(3)
+    x, w, b = _arr(rng, 2, 8, 9, 11), _arr(rng, 12, 8, 3, 3), _arr(rng, 12)
+    g = _graph(x, w, b, {"pads": (1, 1, 1, 1)})
+    want = eval_graph(g, [x])[0]
+    plan = Plan(g, resolver, num_threads=4, adaptive=False)
+    for nt in (1, 2, 3, 4):
+        np.testing.assert_allclose(plan.execute([x], num_threads=nt)[0], want, rtol=1e-4, atol=1e-4)
