@@ -239,7 +239,7 @@ def emit_reduce(em, st: ReduceStage, lo: ir.Value, hi: ir.Value) -> None:
             b.store(identity(red, adt), slot)
             if fast_ext:
                 b.store(ir.Constant(ir.IntType(1), 0), nan_slot)
-            with loop_nest(b, [extent(d) for d in st.axes], "r", _reduce_hints(shape[st.axes[-1]] if st.axes else 1)) as rc, \
+            with loop_nest(b, [extent(d) for d in st.axes], "r", _reduce_hints(shape[st.axes[-1]] if st.axes else 1, count)) as rc, \
                     em.memo_scope():
                 coords = _merge(len(shape), kept, kc, st.axes, rc)
                 x = element(coords)
@@ -274,11 +274,12 @@ def emit_reduce(em, st: ReduceStage, lo: ir.Value, hi: ir.Value) -> None:
             em.store_compute(st.dst, oi, _to_out(em, v, adt, out_dtype))
 
 
-def _reduce_hints(extent: int):
-    """Loop hints of the innermost reduced axis when it is short (LayerNorm over 32 channels, attention
-    softmax over 64 keys): widened along the reduced axis, never fully unrolled (LLVM would then widen the
-    kept axes with gathers) - when its accesses are contiguous (loops.access_hints)."""
-    if extent <= 1 or extent >= REDUCE_SHORT:
+def _reduce_hints(extent: int, count: int):
+    """Loop hints of the innermost reduced axis when the whole reduction is short (LayerNorm over 32 channels):
+    widened along the reduced axis, never fully unrolled (LLVM would then widen the kept axes with gathers) -
+    when its accesses are contiguous (loops.access_hints).  Long reductions (``count`` elements per result) keep
+    LLVM's order: a short inner axis widened alone would sum thousands of elements into one running sum."""
+    if extent <= 1 or count >= REDUCE_SHORT:
         return None
     return access_hints(extent, REDUCE_SHORT, reduction=True)
 
