@@ -212,9 +212,9 @@ class _Body:
         return b.mul(b.sdiv(b.add(np_, _c(self.vl - 1 + 15)), _c(16)), _c(16))
 
     def im2col(self, f, cols, xbase, c0, c1, hw, p0, p1, np_) -> None:
-        """Rows of channels [c0, c1) of ``cols[K, np_]`` (``np_``: the row stride) for output pixels [p0, p1).  Loops: channel, kernel row,
-        output row (the input row and the row's part of the tile computed once), kernel column; each kernel
-        column's in-bounds output columns [lo, hi) are computed once per call (``lo_hi``)."""
+        """Rows of channels [c0, c1) of ``cols[K, np_]`` (``np_``: the row stride) for output pixels [p0, p1).
+        Loops: channel, kernel row, output row (the input row and the row's part of the tile computed once),
+        kernel column; each kernel column's in-bounds output columns [lo, hi) are computed once per call."""
         b = self.b
         ow, sw, kw = f["ow"], f["sw"], f["kw"]
         los, his = self.lo_hi(f)

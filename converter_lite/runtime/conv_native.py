@@ -78,8 +78,8 @@ def tiles(n: int, group: int, mg: int, cg: int, taps: int, length: int, item: in
     if aligned <= p_max and _cdiv(length, aligned) == n_p:
         tile_p = aligned
     tile_m = _round_m(mg, n_m)
-    return {"tile_p": tile_p, "tile_m": tile_m, "n_ptiles": _cdiv(length, tile_p), "n_mtiles": _cdiv(mg, tile_m), "shared": 0,
-                "n_cparts": 1}
+    return {"tile_p": tile_p, "tile_m": tile_m, "n_ptiles": _cdiv(length, tile_p), "n_mtiles": _cdiv(mg, tile_m),
+            "shared": 0, "n_cparts": 1}
 
 
 def _round_m(mg: int, parts: int) -> int:
@@ -109,8 +109,9 @@ class NativeConv:
         self.workspace = need + (64 if need else 0)
 
     def epilogue(self, node, ins, own, prog):
-        """Lowering hook (``Impl.epilogue``): takes over a fused kernel after the Conv that is a Relu (``Max``
-        with 0), an ``Add`` of a value computed earlier, or that Add then a Relu; returns the extra inputs."""
+        """Lowering hook (``Impl.epilogue``): takes over a fused kernel after the Conv that is an optional
+        ``Add`` of a value computed earlier then clamps (Relu, Max/Min with a constant, Clip); returns the extra
+        inputs (the Add's other operand) or None."""
         if self.clamp is not None or self.residual:
             return None
         found = _epilogue_of(node.attrs.get("graph"), ins, own, prog)
@@ -132,12 +133,14 @@ class NativeConv:
         scratch = ws.ctypes.data if self.slot_bytes else 0
         if scratch % 64:
             scratch += 64 - scratch % 64
+        lo, hi = self.clamp or (0.0, 0.0)
         vals = dict(n=g.n, c=g.c, h=g.h, w=g.w, m=g.m, group=g.group, kh=g.kh, kw=g.kw, sh=g.sh, sw=g.sw,
                     dh=g.dh, dw=g.dw, pt=g.pads[0], pl=g.pads[1], oh=g.oh, ow=g.ow, x=x.ctypes.data,
                     wt=self.w.ctypes.data, bias=0 if self.bias is None else self.bias.ctypes.data, y=y.ctypes.data,
-                    residual=ins[-1].ctypes.data if self.residual else 0, scratch=scratch, slot_bytes=self.slot_bytes, gemm=self.gemm.address,
-                    int64=int(self.gemm.int64), direct=int(self.direct), clamp=int(self.clamp is not None),
-                    lo=_bits(self.clamp[0] if self.clamp else 0.0), hi=_bits(self.clamp[1] if self.clamp else 0.0), cur=0, nslots=nt, **tiling)
+                    residual=ins[-1].ctypes.data if self.residual else 0, scratch=scratch,
+                    slot_bytes=self.slot_bytes, gemm=self.gemm.address, int64=int(self.gemm.int64),
+                    direct=int(self.direct), clamp=int(self.clamp is not None), lo=_bits(lo), hi=_bits(hi), cur=0,
+                    nslots=nt, **tiling)
         for name, v in vals.items():
             desc[_F[name]] = v
         fn, ptr, keep = _ENTRY(self.address), desc.ctypes.data, (ins, y, ws, self.w, self.bias, desc)
@@ -156,7 +159,6 @@ def native_dense(ctx, geo, w: np.ndarray, bias):
     if not address or gemm is None:
         return None
     return NativeConv(geo, w, bias, address, gemm, ctx.num_threads)
-
 
 
 def _bits(v: float) -> int:

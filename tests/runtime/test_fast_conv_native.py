@@ -204,8 +204,8 @@ def test_relu_and_residual_epilogues(tmp_path):
     m = load(out, num_threads=1)
     m.run(feeds)
     descs = [c.conv_desc for c in m.plan._free[-1].calls(1)[:len(steps)] if hasattr(c, "conv_desc")]
-    clamps = [(int(d[conv_native.FIELDS.index("clamp")]), float(d[conv_native.FIELDS.index("hi"):][:1].view(np.float64)[0]))
-              for d in descs]
+    at = conv_native.FIELDS.index
+    clamps = [(int(d[at("clamp")]), float(d[at("hi"):at("hi") + 1].view(np.float64)[0])) for d in descs]
     assert clamps == [(1, np.inf), (0, 0.0), (1, np.inf), (0, 0.0), (1, 0.5)], clamps
 
 
