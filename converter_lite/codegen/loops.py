@@ -16,7 +16,6 @@ from llvmlite import ir
 
 from .types import I64
 
-
 # a short innermost loop (fewer iterations than a vector or a few vectors): widened with the tail done by masked
 # loads/stores instead of being fully unrolled (which lets LLVM widen the outer loop with gathers/scatters)
 SHORT_LOOP = {"llvm.loop.vectorize.predicate.enable": True, "llvm.loop.unroll.disable": None}

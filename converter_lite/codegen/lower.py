@@ -29,7 +29,6 @@ from .errors import UnsupportedOpError
 from .index import INDEX_MAPS, RESHAPE_LIKE, Index, _numel
 from .loops import access_hints, for_range, loop_nest
 from .mathfn import MathEmitter
-from .reuse import plan_reuse
 from .reduce import (
     REDUCE_OPS,
     ReduceStage,
@@ -38,6 +37,7 @@ from .reduce import (
     lowerable,
     reduce_axes,
 )
+from .reuse import plan_reuse
 from .scalar import SCALAR_EMITTERS, NoEmitterError, ScalarCall
 from .types import (
     I64,

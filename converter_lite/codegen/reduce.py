@@ -28,7 +28,6 @@ from .index import Index
 from .loops import access_hints, loop_nest
 from .types import F32, compute_type, constant, is_unsigned
 
-
 REDUCE_SHORT = 64         # reduced innermost extents below this get loop hints (_reduce_hints)
 
 

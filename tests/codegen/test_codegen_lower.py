@@ -260,7 +260,7 @@ def test_short_inner_loops_carry_vectorize_hints():
 def test_huge_flat_outputs_use_non_temporal_stores(tmp_path, monkeypatch):
     """Flat stages writing more than STREAM_BYTES use non-temporal stores when the output is 64-byte aligned
     (ordinary stores otherwise and for the tail); both paths give the reference result."""
-    import converter_lite.codegen.lower as lower
+    from converter_lite.codegen import lower
     from converter_lite.codegen.abi import lower_kernel
     monkeypatch.setattr(lower, "STREAM_BYTES", 1024)
     g = make_graph("stream", [(F32, (37, 50))], lambda b, x: b.op("Tanh", x * 0.5 + 0.1) * 2.0)
