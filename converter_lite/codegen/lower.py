@@ -9,6 +9,9 @@ Plan (``plan_kernel``):
    A map stage whose expression is a same-shape elementwise chain (scalars may broadcast) uses one flat loop
    over the linear offset - the fast path LLVM vectorizes best; other map stages use a loop nest.
 Within one loop body, a value is emitted once per index (memoized), so x*sigmoid(x) reads x once.
+The innermost loop of a nest carries loop hints chosen from the strides of its accesses (loops.access_hints:
+short contiguous loops widened with a masked tail rather than fully unrolled, long ones interleaved); flat
+stages writing more than STREAM_BYTES use non-temporal stores (_emit_flat_streaming).
 
 Emission (``emit_stages``): each stage is an internal function ``<sym>.sN(bufs..., lo, hi)`` with ``noalias``
 buffer pointers that computes the range ``[lo, hi)`` of the stage's partition axis; schedule.py calls the
