@@ -1,6 +1,6 @@
 """The GEMM tile driver: a list of independent CBLAS GEMM calls run across the thread pool (a support function).
 
-    void cl_gemm_tiles(i8* tiles, i64 ntiles, i64 nthreads)
+    void cl_gemm_tiles_v1(i8* tiles, i64 ntiles, i64 nthreads)
 
 runs every *tile* of ``tiles`` (an array of ``ntiles`` fixed-layout records, below) with
 ``cl_pool_parallel_for`` (pool.py), one chunk per tile, the caller taking tiles too; on the calling thread alone
@@ -34,7 +34,8 @@ Tile record: ``TILE_FIELDS`` 8-byte little-endian fields (``TILE_BYTES`` = 160 b
 ====  ========  =========================================================================================
 
 Integer fields are i64; ``alpha``/``beta`` are float64 bit patterns (the runtime builds the records as a numpy
-structured array, ``runtime/gemm_tiles.py``).
+structured array, ``runtime/gemm_tiles.py``).  The symbol carries the layout's version: a change of the layout
+gets a new symbol, so a model converted before it runs its products through numpy instead of misreading records.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ from .loops import for_range
 from .pool import BODY_TYPE, declare_pool
 from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I32, I64, VOID
 
-GEMM_TILES_SYMBOL = "cl_gemm_tiles"
+GEMM_TILES_SYMBOL = "cl_gemm_tiles_v1"      # the version of the tile-record layout below
 TILE_FIELDS = 20
 TILE_BYTES = TILE_FIELDS * 8
 FIELDS = ("fn", "kind", "order", "transA", "transB", "M", "N", "K", "alpha", "A", "lda", "B", "ldb", "beta",
@@ -85,7 +86,7 @@ def _prefill(module: ir.Module, b: ir.IRBuilder, get, double: ir.Value) -> None:
 
 
 def _emit_tile(module: ir.Module) -> ir.Function:
-    """``void cl_gemm_tiles.tile(i8** tiles, i64 t)``: runs tile ``t`` (the pool's chunk body)."""
+    """``void <symbol>.tile(i8** tiles, i64 t)``: runs tile ``t`` (the pool's chunk body)."""
     fn = ir.Function(module, BODY_TYPE, f"{GEMM_TILES_SYMBOL}.tile")
     fn.linkage = "internal"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -122,7 +123,7 @@ def _emit_tile(module: ir.Module) -> ir.Function:
 
 
 def emit_gemm_tiles(module: ir.Module) -> ir.Function:
-    """Defines ``cl_gemm_tiles`` (see the module doc) in ``module``; the pool is declared if not defined."""
+    """Defines ``GEMM_TILES_SYMBOL`` (see the module doc) in ``module``; the pool is declared if not defined."""
     tile = _emit_tile(module)
     pool = declare_pool(module)
     fn = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR, I64, I64]), GEMM_TILES_SYMBOL)

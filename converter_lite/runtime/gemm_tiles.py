@@ -35,7 +35,7 @@ from .blas import NO_TRANS, ROW_MAJOR, TRANS, gemm_entry
 
 # the driver's symbol and tile-record layout, as codegen/gemm_driver.py defines them (the runtime does not import
 # codegen, which needs llvmlite; tests/codegen/test_codegen_gemm_driver.py checks that the two agree)
-GEMM_TILES_SYMBOL = "cl_gemm_tiles"
+GEMM_TILES_SYMBOL = "cl_gemm_tiles_v1"      # the version of the tile-record layout below
 FIELDS = ("fn", "kind", "order", "transA", "transB", "M", "N", "K", "alpha", "A", "lda", "B", "ldb", "beta",
           "C", "ldc", "bias", "rs", "cs", "unused")
 KIND_DOUBLE, KIND_INT64 = 1, 2
