@@ -1,9 +1,14 @@
-"""Interleaved timing: every engine runs once per round, round after round, in one process.
+"""Interleaved timing: every engine runs a short block of consecutive runs per round, round after round, in one
+process.
 
 Interleaving spreads the machine's noise (other processes, frequency changes, a neighbour's burst) over all
 engines alike, where timing one engine after the other would hand it to whichever ran during the burst.  The
-order within a round rotates (round r starts with engine r mod n), so no engine always runs right after the
-same other one (thread pools that spin after a run slow down whoever comes next).
+order within a round rotates (round r starts with engine r mod n).  Each engine runs ``block`` times in a row
+per round, all timed: thread pools spin for a while after a run (onnxruntime's intra-op threads by default,
+for ~ms), and a run that starts while another engine's threads still spin loses a core — measured here:
+converter_lite's 2-thread resnet_mini 2.7 ms alone, 5.0 ms right after an onnxruntime run.  No user runs two
+engines back to back, so in a block only the first run meets the previous engine's spinning threads and the
+median reports each engine in its own steady state (onnxruntime keeps its default spinning).
 
 A model's loop is time-boxed by ``Budget``: rounds go on until both ``min_rounds`` rounds and ``min_seconds``
 have passed, and stop at ``max_seconds`` once ``floor_rounds`` rounds are done (slow engines on a slow machine).
@@ -19,14 +24,15 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Budget:
-    min_rounds: int = 30
+    min_rounds: int = 10
     min_seconds: float = 3.0
     max_seconds: float = 30.0
     floor_rounds: int = 5
     warmup: int = 3
+    block: int = 4                     # consecutive runs of one engine per round
 
 
-QUICK = Budget(min_rounds=3, min_seconds=0.0, max_seconds=2.0, floor_rounds=2, warmup=1)
+QUICK = Budget(min_rounds=3, min_seconds=0.0, max_seconds=2.0, floor_rounds=2, warmup=1, block=1)
 
 
 @dataclass
@@ -48,7 +54,7 @@ class Samples:
 
 def interleave(runs: dict[str, Callable[[], object]], budget: Budget,
                progress: Callable[[int, float], None] | None = None) -> dict[str, Samples]:
-    """Times each of ``runs`` (name -> zero-argument call) round-robin; see the module docstring.
+    """Times each of ``runs`` (name -> zero-argument call) round-robin in blocks; see the module docstring.
 
     ``progress(rounds_done, seconds_elapsed)`` is called after every round when given.
     """
@@ -68,10 +74,11 @@ def interleave(runs: dict[str, Callable[[], object]], budget: Budget,
             break
         for k in range(len(names)):
             name = names[(rounds + k) % len(names)]
-            fn = runs[name]
-            t0 = clock()
-            fn()
-            samples[name].times_ms.append((clock() - t0) * 1e3)
+            fn, times = runs[name], samples[name].times_ms
+            for _ in range(budget.block):
+                t0 = clock()
+                fn()
+                times.append((clock() - t0) * 1e3)
         rounds += 1
         if progress is not None:
             progress(rounds, clock() - start)

@@ -23,16 +23,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def test_interleave_round_robin_rotates():
     order: list[str] = []
     runs = {n: (lambda n=n: order.append(n)) for n in "abc"}
-    samples = interleave(runs, Budget(min_rounds=3, min_seconds=0, max_seconds=60, warmup=1))
+    samples = interleave(runs, Budget(min_rounds=3, min_seconds=0, max_seconds=60, warmup=1, block=1))
     assert order[:3] == ["a", "b", "c"]                      # warm-up
     assert order[3:] == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
     assert {n: len(s.times_ms) for n, s in samples.items()} == {"a": 3, "b": 3, "c": 3}
 
 
+def test_interleave_blocks_of_consecutive_runs():
+    order: list[str] = []
+    runs = {n: (lambda n=n: order.append(n)) for n in "ab"}
+    samples = interleave(runs, Budget(min_rounds=2, min_seconds=0, max_seconds=60, warmup=0, block=3))
+    assert order == ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3
+    assert {n: len(s.times_ms) for n, s in samples.items()} == {"a": 6, "b": 6}
+
+
 def test_interleave_time_box_keeps_floor():
     # max_seconds=0: stops as soon as floor_rounds rounds are done, however few min_rounds asked for
     samples = interleave({"x": lambda: None}, Budget(min_rounds=1000, min_seconds=0, max_seconds=0,
-                                                     floor_rounds=4, warmup=0))
+                                                     floor_rounds=4, warmup=0, block=1))
     assert len(samples["x"].times_ms) == 4
 
 
