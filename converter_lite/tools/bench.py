@@ -8,7 +8,7 @@ token inputs are int64 ids in [0, 500), as its README says) and the sample model
 model, in this one process: convert at opt_level 0 and 2 (bench_engines.py), load both, create the
 onnxruntime session (ORT_ENABLE_ALL, ``--threads`` intra-op threads, inter-op 1) and the OpenVINO one if
 ``import openvino`` works; run each once and compare its outputs with onnxruntime's (max relative error);
-then time them interleaved (bench_timing.py: round-robin blocks of 4 runs, warm-up, at least 10 rounds and 3 s, at most 30 s
+then time them interleaved (bench_timing.py: round-robin blocks of 1 untimed + 4 timed runs, warm-up, at least 10 rounds and 3 s, at most 30 s
 per model); then measure each engine's peak memory in a fresh process (bench_memory.py).  Finally the fused
 elementwise micro-benchmark of tools/bench_kernels.py runs (native kernel vs ``np.copyto`` vs onnxruntime).
 
@@ -186,9 +186,9 @@ def method_lines(args, budget: Budget, with_openvino: bool) -> list[str]:
         f"with num_threads={args.threads}); onnxruntime {engines_version('onnxruntime')} with ORT_ENABLE_ALL, "
         f"intra_op_num_threads={args.threads}, inter_op_num_threads=1, its default thread spinning; OpenVINO "
         + ("(CPU, same threads, latency hint, 1 stream)." if with_openvino else "not installed (skipped)."),
-        ("- Timing: all engines in one process, interleaved round-robin (a block of "
-        f"{budget.block} consecutive runs of each engine per round, the order rotating; in a block only the first "
-        "run meets the previous engine's still-spinning threads, bench_timing.py), after "
+        ("- Timing: all engines in one process, interleaved round-robin (per round, each engine runs once "
+        f"untimed - that run meets the previous engine's still-spinning threads - then {budget.block} timed runs; "
+        "the order rotates; bench_timing.py), after "
         f"{budget.warmup} warm-up runs each; rounds until at least {budget.min_rounds} rounds "
         f"and {budget.min_seconds:g} s, at most {budget.max_seconds:g} s per model (then at least "
         f"{budget.floor_rounds} rounds). Wall time of each run call; median and p90."),
@@ -231,7 +231,7 @@ def parse_args(argv: list[str] | None):
 
 def _budget(args) -> Budget:
     base = QUICK if args.quick else Budget()
-    return Budget(block=base.block, min_rounds=args.min_rounds if args.min_rounds is not None else base.min_rounds,
+    return Budget(block=base.block, pause=base.pause, min_rounds=args.min_rounds if args.min_rounds is not None else base.min_rounds,
                   min_seconds=args.min_seconds if args.min_seconds is not None else base.min_seconds,
                   max_seconds=args.max_seconds if args.max_seconds is not None else base.max_seconds,
                   floor_rounds=base.floor_rounds, warmup=base.warmup)

@@ -4,11 +4,16 @@ process.
 Interleaving spreads the machine's noise (other processes, frequency changes, a neighbour's burst) over all
 engines alike, where timing one engine after the other would hand it to whichever ran during the burst.  The
 order within a round rotates (round r starts with engine r mod n).  Each engine runs ``block`` times in a row
-per round, all timed: thread pools spin for a while after a run (onnxruntime's intra-op threads by default,
-for ~ms), and a run that starts while another engine's threads still spin loses a core — measured here:
-converter_lite's 2-thread resnet_mini 2.7 ms alone, 5.0 ms right after an onnxruntime run.  No user runs two
-engines back to back, so in a block only the first run meets the previous engine's spinning threads and the
-median reports each engine in its own steady state (onnxruntime keeps its default spinning).
+per round: thread pools spin for a while after a run (onnxruntime's intra-op threads by default, for tens of
+ms here), and runs that start while another engine's threads still spin lose a core — measured here:
+converter_lite's 2-thread resnet_mini 2.7 ms alone, 4.1-4.9 ms in the eight runs right after onnxruntime runs,
+3.4 ms when 50 ms pass in between.  No user runs two engines back to back, so each block starts with one
+untimed run and the timed runs report each engine closer to its own steady state (onnxruntime keeps its default
+spinning).  An idle ``pause`` before each block is available but off: a pause lets every engine's threads fall
+asleep and the cores idle, and in trials it made the 2-thread runs after it slower, not cleaner.  The
+block (1 + 4 runs) is not a multiple of 4, so an engine's own periodic work (converter_lite's thread chooser
+times every 4th run and re-measures the other thread count every 16th) does not always land on the block's
+first, disturbed run.
 
 A model's loop is time-boxed by ``Budget``: rounds go on until both ``min_rounds`` rounds and ``min_seconds``
 have passed, and stop at ``max_seconds`` once ``floor_rounds`` rounds are done (slow engines on a slow machine).
@@ -30,9 +35,10 @@ class Budget:
     floor_rounds: int = 5
     warmup: int = 3
     block: int = 4                     # consecutive runs of one engine per round
+    pause: float = 0.0                 # idle seconds before each block (0: measured no clearer, see the doc)
 
 
-QUICK = Budget(min_rounds=3, min_seconds=0.0, max_seconds=2.0, floor_rounds=2, warmup=1, block=1)
+QUICK = Budget(min_rounds=3, min_seconds=0.0, max_seconds=2.0, floor_rounds=2, warmup=1, block=1, pause=0.0)
 
 
 @dataclass
@@ -75,6 +81,10 @@ def interleave(runs: dict[str, Callable[[], object]], budget: Budget,
         for k in range(len(names)):
             name = names[(rounds + k) % len(names)]
             fn, times = runs[name], samples[name].times_ms
+            if budget.pause > 0 and len(names) > 1:
+                time.sleep(budget.pause)
+            if budget.block > 1:
+                fn()                   # untimed: meets the previous engine's spinning threads
             for _ in range(budget.block):
                 t0 = clock()
                 fn()

@@ -32,8 +32,8 @@ def test_interleave_round_robin_rotates():
 def test_interleave_blocks_of_consecutive_runs():
     order: list[str] = []
     runs = {n: (lambda n=n: order.append(n)) for n in "ab"}
-    samples = interleave(runs, Budget(min_rounds=2, min_seconds=0, max_seconds=60, warmup=0, block=3))
-    assert order == ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3
+    samples = interleave(runs, Budget(min_rounds=2, min_seconds=0, max_seconds=60, warmup=0, block=3, pause=0.001))
+    assert order == ["a"] * 4 + ["b"] * 4 + ["b"] * 4 + ["a"] * 4        # one untimed run + 3 timed
     assert {n: len(s.times_ms) for n, s in samples.items()} == {"a": 6, "b": 6}
 
 
