@@ -13,6 +13,11 @@ use, recorded in native/target.json so a loader can tell whether its host can ru
 from __future__ import annotations
 
 import functools
+import logging
+import os
+import tempfile
+import threading
+from contextlib import contextmanager
 import platform
 import shutil
 import subprocess
@@ -22,6 +27,33 @@ import llvmlite
 import llvmlite.binding as llvm
 
 from ..errors import RET_INPUT_PARAM_INVALID, ConverterError
+
+
+log = logging.getLogger("converter_lite.codegen")
+_stderr_lock = threading.Lock()
+
+
+@contextmanager
+def quiet_llvm():
+    """LLVM prints optimization remarks (``remark/warning: loop not vectorized`` for a loop whose vectorization
+    hint it could not honour) straight to file descriptor 2, which a conversion's user would see as noise: while
+    the optimizer runs, fd 2 goes to a temporary file whose text is logged at debug level instead."""
+    with _stderr_lock, tempfile.TemporaryFile(mode="w+b") as tmp:
+        try:
+            saved = os.dup(2)
+        except OSError:                 # no stderr at all: nothing to protect
+            yield
+            return
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode(errors="replace").strip()
+            if text:
+                log.debug("LLVM: %s", text)
 
 
 @dataclass(frozen=True)
@@ -162,15 +194,18 @@ class KernelLibrary:
         pto.slp_vectorization = True
         pto.loop_unrolling = True
         pb = llvm.create_pass_builder(self.tm, pto)
-        pb.getModulePassManager().run(mod, pb)
+        with quiet_llvm():
+            pb.getModulePassManager().run(mod, pb)
 
     def compile(self, ir_text: str) -> bytes:
         """IR text -> optimized ELF object bytes."""
         mod = self.parse(ir_text)
         self.optimize(mod)
-        return self.tm.emit_object(mod)
+        with quiet_llvm():
+            return self.tm.emit_object(mod)
 
     def assembly(self, ir_text: str) -> str:
         mod = self.parse(ir_text)
         self.optimize(mod)
-        return self.tm.emit_assembly(mod)
+        with quiet_llvm():
+            return self.tm.emit_assembly(mod)
