@@ -6,33 +6,16 @@ import numpy as np
 import onnx.helper as oh
 import pytest
 
-from converter_lite.codegen import build_kernels
 from converter_lite.ir import Graph, Node, TensorType, Value
 from converter_lite.ir.dtype import DType
 from converter_lite.ir.interpret import eval_graph
 from converter_lite.ops.registry import infer_types
 from converter_lite.runtime import gemm_tiles
 from converter_lite.runtime.blas import gemm_entry
-from converter_lite.runtime.native import NativeLibrary
 from converter_lite.runtime.plan import Plan
 from tests.helpers import make_model, run_ort, tensor_info
 
 pytestmark = pytest.mark.skipif(gemm_entry(np.float32) is None, reason="numpy's BLAS exposes no CBLAS gemm")
-
-
-class _Resolver:
-    """No fused kernels; carries the library whose support functions the fast kernels use."""
-
-    def __init__(self, library):
-        self.library = library
-
-    def __call__(self, node):
-        return None
-
-
-@pytest.fixture(scope="module")
-def resolver():
-    return _Resolver(NativeLibrary.from_sections(build_kernels([], cache_dir="").sections))
 
 
 def _graph(op, inputs, attrs, consts):
