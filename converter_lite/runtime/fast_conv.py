@@ -35,7 +35,7 @@ from ..ops.registry import KernelError
 from ..ops.tensor_pad import pad_amounts
 from .conv_native import native_dense
 from .lowering import Impl, NodeCtx
-from .parallel import parallel_calls, split_rows
+from .parallel import parallel_calls, sequence, split_rows
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 COLS_LIMIT = 8 << 20                 # bytes of im2col workspace before output rows are processed in blocks
@@ -222,7 +222,7 @@ class _Dense:
                 yg = y[n, gi * self.mg:(gi + 1) * self.mg]
                 for r0, r1 in self.blocks:
                     steps.append(self._block(xg, yg, gi, r0, r1, cols, yw, bias, nt))
-        return _sequence(steps)
+        return sequence(steps)
 
     def _block(self, xg, yg, gi, r0, r1, cols, yw, bias, nt):
         g = self.g
@@ -244,7 +244,7 @@ class _Dense:
         else:
             out = yg.reshape(self.mg, g.oh * g.ow)[:, r0 * g.ow:r1 * g.ow]
             parts = [partial(np.matmul, w2[m0:m1], cols_b, out=out[m0:m1]) for m0, m1 in split_rows(self.mg, nt, 8)]
-        return _sequence([parallel_calls(copies, nt), parallel_calls(parts, nt)])
+        return sequence([parallel_calls(copies, nt), parallel_calls(parts, nt)])
 
     def _pointwise(self, x, y, bias, nt):
         g, parts = self.g, []
@@ -313,7 +313,7 @@ class _Depthwise:
                 parts = [self._part(n, a, b, c0, x, y, xp, cols, yw, padder, bias)
                          for a, b in split_rows(c1 - c0, 2 * nt if nt > 1 else 1, 1)]
                 steps.append(parallel_calls(parts, nt))
-        return _sequence(steps)
+        return sequence(steps)
 
     def _part(self, n, a, b, c0, x, y, xp, cols, yw, padder, bias):
         g = self.g
@@ -351,16 +351,6 @@ class _Depthwise:
 
 def _nbytes(shape, dtype) -> int:
     return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-
-
-def _sequence(calls):
-    if len(calls) == 1:
-        return calls[0]
-
-    def run():
-        for c in calls:
-            c()
-    return run
 
 
 CONV_FAST = {"Conv": _conv}

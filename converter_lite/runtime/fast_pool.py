@@ -24,7 +24,7 @@ from .fast_conv import Padder
 from .fast_maxpool import MaxPool2D
 from .fast_pad import constant_pad
 from .lowering import Impl, NodeCtx
-from .parallel import parallel_calls, split_rows
+from .parallel import parallel_calls, sequence, split_rows
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 PARALLEL_BYTES = 1 << 20     # MaxPool inputs (per image) at least this large are split over the threads
@@ -82,7 +82,7 @@ def _pool(kind: str):
                 parts = [_pool_part(padder.part(c0, c1, ins[0][b]), _taps(xp[c0:c1], win), outs[0][b, c0:c1], count)
                          for c0, c1 in split_rows(c, 2 * nt if nt > 1 else 1, 1)]
                 steps.append(parallel_calls(parts, nt))
-            return _sequence(steps)
+            return sequence(steps)
         return Impl(bind=bind, workspace=xbytes + 64)
     return factory
 
@@ -97,18 +97,8 @@ def _max_impl(x, win, attrs) -> Impl:
         blocks = split_rows(c, 2 * nt if nt > 1 and big and c > 1 else 1, 1)
         steps = [parallel_calls([pool.part(c0, c1, ins[0][b], outs[0][b], ws) for c0, c1 in blocks], nt)
                  for b in range(n)]
-        return _sequence(steps)
+        return sequence(steps)
     return Impl(bind=bind, workspace=pool.workspace)
-
-
-def _sequence(steps: list):
-    if len(steps) == 1:
-        return steps[0]
-
-    def run():
-        for s in steps:
-            s()
-    return run
 
 
 def _pool_part(pad, taps, out, count):

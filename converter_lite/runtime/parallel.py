@@ -120,16 +120,21 @@ def row_parallel(fn, a, b, out, work: int, num_threads: int):
     return lambda: run(parts)
 
 
+def sequence(calls: list):
+    """One zero-argument callable running ``calls`` in order (the call itself when there is one)."""
+    if len(calls) == 1:
+        return calls[0]
+
+    def run():
+        for c in calls:
+            c()
+    return run
+
+
 def parallel_calls(calls: list, num_threads: int):
     """One zero-argument callable running independent ``calls`` on the team (in order on one thread)."""
     team = pool(num_threads) if len(calls) > 1 else None
     if team is None:
-        if len(calls) == 1:
-            return calls[0]
-
-        def run():
-            for c in calls:
-                c()
-        return run
+        return sequence(calls)
     run_parts = team.run
     return lambda: run_parts(calls)
