@@ -53,3 +53,25 @@ def fused_graph() -> Graph:
 
 def fused_reference(x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
     return {"t": np.tanh(np.maximum(x * y + np.float32(0.5), 0)), "d": x - y, "w": np.arange(3, dtype=np.float32)}
+
+
+def single_node_graph(op, inputs, attrs=None, consts=(), n_outputs=1, name="node"):
+    """A graph of one ``op`` node and its feeds.  ``inputs``: arrays (None = omitted); the indices in ``consts``
+    become constants, the other arrays graph inputs.  Returns (graph, feeds in graph-input order)."""
+    from converter_lite.ops.registry import infer_types
+
+    graph_inputs, values = [], []
+    for i, a in enumerate(inputs):
+        if a is None:
+            values.append(None)
+        elif i in consts:
+            values.append(Value(f"c{i}", const=np.asarray(a)))
+        else:
+            v = Value(f"x{i}", TensorType(DType.from_np(a.dtype), tuple(a.shape)))
+            values.append(v)
+            graph_inputs.append((v, a))
+    outs = [Value(f"y{k}") if n_outputs > 1 else Value("y") for k in range(n_outputs)]
+    node = Node(op, values, outs, attrs or {}, name=name)
+    for o, t in zip(outs, infer_types(node)):
+        o.type = t
+    return Graph("case", [v for v, _ in graph_inputs], outs, [node]), [a for _, a in graph_inputs]

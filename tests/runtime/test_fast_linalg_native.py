@@ -5,11 +5,9 @@ from __future__ import annotations
 import numpy as np
 import onnx.helper as oh
 import pytest
+from runtime_graphs import single_node_graph
 
-from converter_lite.ir import Graph, Node, TensorType, Value
-from converter_lite.ir.dtype import DType
 from converter_lite.ir.interpret import eval_graph
-from converter_lite.ops.registry import infer_types
 from converter_lite.runtime import gemm_tiles
 from converter_lite.runtime.blas import gemm_entry
 from converter_lite.runtime.plan import Plan
@@ -19,20 +17,7 @@ pytestmark = pytest.mark.skipif(gemm_entry(np.float32) is None, reason="numpy's 
 
 
 def _graph(op, inputs, attrs, consts):
-    graph_inputs, values = [], []
-    for i, a in enumerate(inputs):
-        if a is None:
-            values.append(None)
-        elif i in consts:
-            values.append(Value(f"c{i}", const=np.asarray(a)))
-        else:
-            v = Value(f"x{i}", TensorType(DType.from_np(a.dtype), tuple(a.shape)))
-            values.append(v)
-            graph_inputs.append((v, a))
-    out = Value("y")
-    node = Node(op, values, [out], attrs or {}, name="node")
-    out.type = infer_types(node)[0]
-    return Graph("case", [v for v, _ in graph_inputs], [out], [node]), [a for _, a in graph_inputs]
+    return single_node_graph(op, inputs, attrs, consts)
 
 
 def _run(resolver, op, inputs, attrs=None, consts=(), threads=(1, 2), driver=True):

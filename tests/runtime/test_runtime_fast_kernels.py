@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from runtime_graphs import single_node_graph
 
 from converter_lite.ir import Graph, Node, TensorType, Value
 from converter_lite.ir.dtype import DType
@@ -21,22 +22,7 @@ F32 = np.float32
 
 def run_case(op, inputs, attrs=None, consts=(), n_outputs=1, exact=True, fast=True, num_threads=1):
     """inputs: list of arrays (None = omitted); indices in ``consts`` become constants."""
-    graph_inputs, values = [], []
-    for i, a in enumerate(inputs):
-        if a is None:
-            values.append(None)
-        elif i in consts:
-            values.append(Value(f"c{i}", const=np.asarray(a)))
-        else:
-            v = Value(f"x{i}", TensorType(DType.from_np(a.dtype), tuple(a.shape)))
-            values.append(v)
-            graph_inputs.append((v, a))
-    outs = [Value(f"y{k}") for k in range(n_outputs)]
-    node = Node(op, values, outs, attrs or {}, name=f"{op.lower()}_node")
-    for o, t in zip(outs, infer_types(node)):
-        o.type = t
-    g = Graph("case", [v for v, _ in graph_inputs], outs, [node])
-    feeds = [a for _, a in graph_inputs]
+    g, feeds = single_node_graph(op, inputs, attrs, consts, n_outputs, name=f"{op.lower()}_node")
     plan = Plan(g, num_threads=num_threads)
     if fast:
         assert plan.program.steps, "no step"
