@@ -1,22 +1,28 @@
 """Micro-benchmark of fused elementwise native kernels against the memory-copy floor and onnxruntime.
 
-    python -m converter_lite.tools.bench_kernels [--size 4096] [--threads 2] [--rounds 15]
+    python -m converter_lite.tools.bench_kernels [--size 4096] [--threads 2] [--rounds 15] [--block 10]
 
 Kernels (float32 [size, size] unless stated):
     chain      Y = Tanh(X*0.5 + 0.1) * 2
     tanh_gelu  Y = 0.5*X*(1 + Tanh(sqrt(2/pi)*(X + 0.044715*X^3)))
     softmax    Softmax over the last axis of [64*128, 128] (the stitched opt_level-3 kernel)
     layernorm  LayerNorm over the last axis of [8*256, 512] with scale and bias (stitched)
-Each round times, interleaved: the native kernel (``--threads`` threads), one single-threaded ``np.copyto`` of
-the same bytes (the floor the SPEC compares with), and onnxruntime (ORT_ENABLE_ALL, same thread count) on the
-same chain as an ONNX model (its thread pool set not to spin between runs, so it does not slow the other
-measurements down).  Prints medians and minima (the latter less sensitive to other load) with ratios.  Not a test: run it on a quiet machine.
+Timing (tools/bench_timing.py, as ``make bench`` times whole models): the native kernel (``--threads``
+threads), one single-threaded ``np.copyto`` of the same bytes (the floor the SPEC compares with) and onnxruntime
+(ORT_ENABLE_ALL, same thread count) on the same chain as an ONNX model run interleaved, round after round (the
+order rotates), each engine a block of 1 untimed + ``--block`` timed calls per round, every call timed on its
+own.  Medians and minima are per call over all timed calls of all rounds.  Blocks measure what a caller sees
+when it calls a kernel repeatedly (a model's layers): with one call per engine per round the native pool's
+worker thread (codegen/pool.py: spins ~0.1 ms after a call, then sleeps) was asleep at every call and the
+caller ran most chunks alone.  Every engine gets the same treatment, the copy floor included (its buffers stay
+as warm as the kernels').  onnxruntime's pool is set not to spin between calls, so its spinning threads do
+not take a core from the next engine's block.  Prints medians and minima (the latter less sensitive to other
+load) with ratios.  Not a test: run it on a quiet machine.
 """
 from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import tempfile
 import time
 
@@ -27,6 +33,7 @@ from ..ir.builder import GraphBuilder
 from ..ir.core import Graph, TensorType, Value
 from ..ir.dtype import DType
 from ..runtime.native import NativeLibrary
+from .bench_timing import Budget, interleave
 
 
 def _chain(b: GraphBuilder, x):
@@ -104,17 +111,12 @@ def onnx_session(graph: Graph, threads: int):
     return sess, binding, name(x), name(y), out
 
 
-def _time(fn) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
-
-
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=4096)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--block", type=int, default=10, help="timed calls per engine per round (after 1 untimed)")
     ap.add_argument("--no-ort", action="store_true")
     ap.add_argument("--kernels", default=",".join(KERNELS), help="comma-separated subset of the kernels")
     args = ap.parse_args(argv)
@@ -127,7 +129,8 @@ def main(argv: list[str] | None = None) -> dict:
     lib = NativeLibrary.from_sections(bundle.sections, num_threads=args.threads)
     rng = np.random.default_rng(0)
     results = {}
-    print(f"native threads={args.threads}, build {build_s * 1e3:.0f} ms")
+    print(f"native threads={args.threads}, build {build_s * 1e3:.0f} ms; {args.rounds} rounds x (1 untimed + "
+          f"{args.block} timed calls) per engine, interleaved")
     for name, g in graphs.items():
         shape = g.inputs[0].shape
         x = rng.standard_normal(shape).astype(np.float32)
@@ -141,15 +144,13 @@ def main(argv: list[str] | None = None) -> dict:
             binding.bind_cpu_input(xin, x)
             binding.bind_output(yout, "cpu", 0, np.float32, list(shape), out.ctypes.data)
             timers["onnxruntime"] = lambda s=sess, bd=binding: s.run_with_iobinding(bd)
-        for fn in timers.values():                          # warm up (page faults, thread pools)
-            fn()
-        samples: dict[str, list[float]] = {k: [] for k in timers}
-        for _ in range(args.rounds):
-            for k, fn in timers.items():
-                samples[k].append(_time(fn))
-        med = {k: statistics.median(v) for k, v in samples.items()}
-        best = {k: min(v) for k, v in samples.items()}
-        results[name] = {"median": med, "min": best, "shape": list(shape)}
+        budget = Budget(min_rounds=args.rounds, min_seconds=0.0, max_seconds=60.0, floor_rounds=args.rounds,
+                        warmup=2, block=max(1, args.block))
+        samples = interleave(timers, budget)
+        med = {k: v.median * 1e-3 for k, v in samples.items()}
+        best = {k: min(v.times_ms) * 1e-3 for k, v in samples.items()}
+        results[name] = {"median": med, "min": best, "shape": list(shape),
+                         "calls": len(samples["native"].times_ms)}
         for tag, stat in (("median", med), ("min", best)):
             line = "  ".join(f"{k} {v * 1e3:7.2f} ms" for k, v in stat.items())
             ratios = f"native/copy {stat['native'] / stat['np.copyto']:.2f}x"
