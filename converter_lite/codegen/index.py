@@ -292,8 +292,9 @@ def pad_plan(node: Node) -> list[tuple[int, int, int]]:
 
 @index_map("Pad")
 def _pad(em, node: Node, v: Value, idx: Index) -> ir.Value:
-    """constant: read the input where the coordinate falls inside it (clamped load + select, no branch);
-    edge: clamp; reflect: mirror without repeating the edge; wrap: modulo the cropped length."""
+    """constant: read the input where the coordinate falls inside it (clamped load + select, no branch; axes
+    without padding, and guards ``em.free_guards`` names (interior.py), read directly); edge: clamp;
+    reflect: mirror without repeating the edge; wrap: modulo the cropped length."""
     src = node.inputs[0]
     b = idx.b
     mode = node.attrs.get("mode", "constant")
@@ -308,8 +309,12 @@ def _pad(em, node: Node, v: Value, idx: Index) -> ir.Value:
             return fill
     zero = ir.Constant(I64, 0)
     coords, inside = [], None
-    for c, (crop, before, n) in zip(idx.coords(), plan):
+    free = em.free_guards
+    for ax, (c, (crop, before, n), d) in enumerate(zip(idx.coords(), plan, v.shape)):
         p = b.sub(c, ir.Constant(I64, before)) if before else c
+        if mode == "constant" and ((before == 0 and d == n) or (id(node), ax) in free):
+            coords.append(b.add(p, ir.Constant(I64, crop)) if crop else p)     # inside: no clamp, no select
+            continue
         last = ir.Constant(I64, max(n - 1, 0))
         if mode == "reflect" and n > 1:
             period = ir.Constant(I64, 2 * (n - 1))

@@ -30,6 +30,7 @@ from ..ir.core import Graph, Value
 from ..ir.dtype import DType
 from .errors import UnsupportedOpError
 from .index import INDEX_MAPS, RESHAPE_LIKE, Index, _numel
+from .interior import emit_split_nest, pad_guards
 from .loops import access_hints, for_range, loop_nest
 from .mathfn import MathEmitter
 from .reduce import (
@@ -242,6 +243,7 @@ class StageEmitter:
         self.math = MathEmitter(self.b, module)
         self._memo: list[dict] = [{}]
         self.cached: dict[int, Buffer] = {}       # values of this stage read from a buffer (reuse.py)
+        self.free_guards: frozenset = frozenset()  # constant-Pad guards known to hold here (interior.py)
 
     # -- helpers used by index.py and reduce.py ------------------------------------------------------------
     @contextlib.contextmanager
@@ -446,20 +448,30 @@ def _emit_map(em: StageEmitter, st: MapStage, lo: ir.Value, hi: ir.Value) -> Non
         return
     p = st.part_axis
     extents = [(lo, hi) if d == p else (0, n) for d, n in enumerate(st.shape)]
-    hints = _inner_hints(st)
-    with loop_nest(b, extents, "d", hints) as coords, em.memo_scope():
-        idx = Index(b, st.shape, coords)
-        for v, buf in st.items:
-            em.store_compute(buf, idx, em.value_at(v, idx))
+
+    def body(coords):
+        with em.memo_scope():
+            idx = Index(b, st.shape, coords)
+            for v, buf in st.items:
+                em.store_compute(buf, idx, em.value_at(v, idx))
+
+    guards = pad_guards([v for v, _ in st.items], st.shape,
+                        lambda v: id(v) in em.cached or id(v) in em.plan.value_buf)
+    if guards.ranges:
+        emit_split_nest(em, extents, guards, st.shape, body, lambda n: _inner_hints(st, n))
+        return
+    with loop_nest(b, extents, "d", _inner_hints(st)) as coords:
+        body(coords)
 
 
-def _inner_hints(st: MapStage):
-    """Loop hints of a loop nest's innermost loop (loops.access_hints): short extents (depthwise convolutions
-    over small images) widened with a masked tail instead of fully unrolled (which lets LLVM widen the outer loop
-    with gathers and scatters), long ones interleaved; transposed accesses left to LLVM."""
+def _inner_hints(st: MapStage, extent: int | None = None):
+    """Loop hints of a loop nest's innermost loop (loops.access_hints) of ``extent`` iterations (default: the
+    whole axis): short extents (depthwise convolutions over small images) widened with a masked tail instead of
+    fully unrolled (which lets LLVM widen the outer loop with gathers and scatters), long ones interleaved;
+    transposed accesses left to LLVM."""
     if len(st.shape) < 2 or st.shape[-1] <= 1:
         return None
-    return access_hints(st.shape[-1], SHORT_INNER)
+    return access_hints(st.shape[-1] if extent is None else extent, SHORT_INNER)
 
 
 def emit_stages(module: ir.Module, plan: KernelPlan, sym: str, kernel: str = "") -> list[ir.Function]:

@@ -7,7 +7,8 @@ A GraphKernel P is recomputed into its consumers when:
 1. its sub-graph has at most ``MAX_RECOMPUTE_OPS`` ops, all elementwise or broadcast;
 2. it reads one non-constant value and produces one output, which is not a graph output;
 3. every user of that output is a GraphKernel;
-4. the value it reads is not bigger than the value it writes (recomputing must not add memory traffic).
+4. the value it reads is not bigger than the value it writes (recomputing must not add memory traffic);
+5. no consumer pads it (a window kernel, cluster.window_pad, would recompute it for every tap).
 
 Each consumer C becomes a kernel computing P's ops followed by C's; P is then dead and removed.
 """
@@ -39,7 +40,16 @@ def recompute_users(graph: Graph, p: Node) -> list[Node]:
     if next(iter(reads.values())).type.nbytes > out.type.nbytes:
         return []
     users = list(dict.fromkeys(u for u, _ in out.uses))
-    return users if all(is_kernel(u) for u in users) else []
+    if not all(is_kernel(u) for u in users) or any(_pads(u, out) for u in users):
+        return []
+    return users
+
+
+def _pads(user: Node, v) -> bool:
+    """The kernel ``user`` pads ``v`` (a window read: P would be recomputed for every tap)."""
+    sub = user.attrs["graph"]
+    return any(x is v and any(n.op == "Pad" for n, _ in sv.uses)
+               for x, sv in zip(user.inputs, sub.inputs))
 
 
 @register_pass

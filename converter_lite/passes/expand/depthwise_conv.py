@@ -8,7 +8,9 @@ gives the ``[N, C, OH, OW]`` window of that tap; it is multiplied by the constan
 ``[C, 1, 1]`` constant and the products are added in tap order (then the bias, when given).  Every emitted
 op but the Pad is an index map or elementwise, so the clusterer makes one kernel of the whole convolution
 together with its epilogue (BatchNorm's scale/shift, Relu/Clip/GELU); the code generator reads the taps
-through index maps and never materializes a slice.  The Pad (not a clusterable op) runs before it, one copy.
+through index maps and never materializes a slice.  The Pad, read only by the Slices, is a window Pad
+(fuse/cluster.py window_pad): it joins the kernel, which reads the unpadded input with bounds checks only on
+the border (codegen/interior.py); with Pad in disable_cluster_ops it runs before the kernel, one copy.
 
 NHWC variant: when the output is read only by ``Transpose(perm=(0, 2, 3, 1))`` (ConvNeXt's permute before
 LayerNorm), the same sum is taken on ``Transpose(x)`` in ``[N, H, W, C]`` with ``[C]`` weights and transposed

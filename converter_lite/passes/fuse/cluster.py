@@ -1,6 +1,7 @@
 """``graph_kernel_cluster``: groups clusterable basic ops into fused kernels (GraphKernel nodes).
 
-1. A node is clusterable when its op is in ``ctx.config.cluster_ops(DEFAULT_CLUSTER)``, the op table does
+1. A node is clusterable when its op is in ``ctx.config.cluster_ops(DEFAULT_CLUSTER)`` (or it is a window
+   Pad, ``window_pad``, and Pad is not in ``disable_cluster_ops``), the op table does
    not mark it OPAQUE, it is deterministic, its static inputs (shapes, axes) are constants, and every value it
    reads or writes has a static shape (dynamic-shape values run unfused).
 2. The split model (``split_model.py``) runs the CPU fusion patterns (``patterns.py``) over the whole
@@ -15,6 +16,8 @@
    kernel, and ``graph_kernel_split_mode.txt`` the pattern decisions and the final areas with their mode.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from ...ir.core import Graph, Node
 from ...ops.registry import OPS, OpKind
@@ -44,10 +47,30 @@ SPLIT_MODE_FILE = "graph_kernel_split_mode.txt"
 CLUSTER_FILE = "graph_kernel_cluster.txt"
 
 
-def clusterable(node: Node, ops: frozenset[str]) -> bool:
-    """Rule 1 of the module docstring."""
+def window_pad(node: Node) -> bool:
+    """A constant-mode Pad of constant, non-negative amounts read only by Slices: a window over a zero-padded
+    input (the depthwise convolution expansion).  The code generator reads it without materializing it, with
+    the bounds checks only on the border (codegen/interior.py), so it is clusterable even though Pad is not
+    in the cluster list."""
+    if node.op != "Pad" or node.attrs.get("mode", "constant") != "constant" or len(node.inputs) < 2:
+        return False
+    pads = node.inputs[1]
+    if pads is None or pads.const is None or (np.asarray(pads.const) < 0).any():
+        return False
+    if len(node.inputs) > 2 and node.inputs[2] is not None and node.inputs[2].const is None:
+        return False
+    x, y = node.inputs[0], node.outputs[0]
+    if x.producer is not None and x.producer.op == "Transpose":
+        return False        # the taps would read the transpose: gathers (ConvNeXt's NHWC window reads a buffer)
+    return bool(y.uses) and all(u.op == "Slice" for u, _ in y.uses)
+
+
+def clusterable(node: Node, ops: frozenset[str], window_pads: bool = True) -> bool:
+    """Rule 1 of the module docstring; a window Pad counts as listed when ``window_pads``."""
     d = OPS.get(node.op)
-    if node.op not in ops or d is None or d.kind >= OpKind.OPAQUE or not d.deterministic:
+    if node.op not in ops and not (window_pads and window_pad(node)):
+        return False
+    if d is None or d.kind >= OpKind.OPAQUE or not d.deterministic:
         return False
     values = [v for v in (*node.inputs, *node.outputs) if v is not None]
     if any(v.type is None or not v.type.is_static for v in values):
@@ -91,7 +114,8 @@ class GraphKernelClusterPass(Pass):
         if skipped:
             ctx.log.info("graph_kernel_cluster: %s cannot join a fused kernel (opaque op); kept as a basic op",
                          ", ".join(skipped))
-        model = SplitModel(graph, lambda n: clusterable(n, ops))
+        pads = "Pad" in ctx.config.cluster_ops(DEFAULT_CLUSTER | {"Pad"})   # disable_cluster_ops=Pad: none
+        model = SplitModel(graph, lambda n: clusterable(n, ops, pads))
         areas = model.run(cpu_patterns(ctx.config.reduce_fuse_depth), ctx.config.composite_op_limit_size)
         position = {id(n): i for i, n in enumerate(graph.nodes)}
         taken = _used_names(graph)

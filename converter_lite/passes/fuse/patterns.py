@@ -19,7 +19,8 @@ candidate is cycle-checked with the reach table (``has_circle``).
    taken too, e.g. ``d = x - mean`` into LayerNorm's variance.)
 6. ``elemwise_broadcast_bwd_depth`` / ``_width``: an ELEMWISE/BROADCAST area that is not a graph output and
    has at most ``BROADCAST_FUSE_DEPTH`` nodes is pulled into ALL its users if they are <= REDUCE (a REDUCE
-   user only for an ELEMWISE area over an injective edge; width: users of equal compute size).
+   user only for an ELEMWISE area over an injective edge; width: users of equal compute size; never into a
+   user reading it through a Pad: a window kernel would recompute it for every tap).
 7. ``isolate_reshape``: a lone index map joins an adjacent fusible area.
 
 A reduction is never followed by its elementwise consumers here: that is stitch fusion (opt_level 3).
@@ -173,7 +174,7 @@ class FuseBwd(FusePattern):
     def match(self, dom: Area, reach: ReachTable) -> Match | None:
         found: list[Area] = []
         for a, r in _sorted(dom.users):
-            if not a.fusible or a.pattern > Pattern.REDUCE:
+            if not a.fusible or a.pattern > Pattern.REDUCE or _reads_through_pad(a, dom):
                 return None
             if self.fuse_type == FuseType.DEPTH and a.input_num != 1:
                 return None
@@ -186,6 +187,14 @@ class FuseBwd(FusePattern):
                 return None
             found.append(a)
         return Match(found, Direction.BACKWARD) if found and len(found) == dom.user_num else None
+
+
+def _reads_through_pad(user: Area, dom: Area) -> bool:
+    """``user`` reads ``dom``'s output through a Pad (a window, cluster.window_pad): pushed into it, ``dom``
+    would be recomputed for every tap of the window."""
+    mine = {id(n) for n in dom.nodes}
+    return any(n.op == "Pad" and n.inputs[0].producer is not None and id(n.inputs[0].producer) in mine
+               for n in user.nodes)
 
 
 class FuseIsolateReshape(FusePattern):
