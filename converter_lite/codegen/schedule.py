@@ -6,7 +6,8 @@
   barrier between stages);
 * row-stitched kernels (``row_chunking``: softmax, layer norm, any chain whose reductions keep axis 0 and read
   only their own rows): chunks of rows run every stage back to back while the rows are in cache, in one pool
-  call, on one thread or several.
+  call, on one thread or several; a pool chunk is a group of consecutive row chunks (at most ROW_POOL_CHUNKS
+  groups), so claiming work costs little next to doing it.
 """
 from __future__ import annotations
 
@@ -44,14 +45,22 @@ def emit_chunk_bodies(module: ir.Module, plan: KernelPlan, sym: str,
     """The parallel form: [(``<sym>.cK(i8** bufs, i64 chunk)``, number of chunks)] to run one after the other,
     each through the thread pool (pool.py).  Row-stitched kernels have one body, which runs every stage on a
     chunk of rows (no barrier between stages); other kernels have one body per stage, a stage's partition
-    axis cut into at most CHUNKS chunks."""
+    axis cut into at most CHUNKS chunks.  A row body runs a group of consecutive row chunks (at most
+    ROW_POOL_CHUNKS groups)."""
     rows = row_chunking(plan)
     out = []
     if rows is not None:
+        n_row_chunks = -(-rows[0] // rows[1])
+        group = -(-n_row_chunks // ROW_POOL_CHUNKS)
         fn, b, ptrs, c = _chunk_function(module, plan, f"{sym}.rows")
-        _run_row_chunk(b, plan, stage_fns, ptrs, rows, c)
+        first = b.mul(c, ir.Constant(I64, group))
+        last = b.add(first, ir.Constant(I64, group))
+        last = b.select(b.icmp_signed("<", last, ir.Constant(I64, n_row_chunks)), last,
+                        ir.Constant(I64, n_row_chunks))
+        with for_range(b, first, last, "chunk") as rc:
+            _run_row_chunk(b, plan, stage_fns, ptrs, rows, rc)
         b.ret_void()
-        return [(fn, -(-rows[0] // rows[1]))]
+        return [(fn, -(-n_row_chunks // group))]
     for k, (st, sfn) in enumerate(zip(plan.stages, stage_fns)):
         extent, align = st.part_extent, st.part_align
         if extent == 0:
@@ -82,6 +91,9 @@ def _chunk_function(module: ir.Module, plan: KernelPlan, name: str):
 
 CHUNKS = 64          # a parallel stage is cut into at most this many pieces
 ROW_CHUNK_ELEMS = 2048   # row-stitched kernels work on about this many elements per stage per chunk (in+out in L1)
+# a pool chunk of a row-stitched kernel runs consecutive row chunks: at most this many pool chunks per call, so
+# the pool's two atomic updates per chunk (shared between the cores) stay rare next to the work
+ROW_POOL_CHUNKS = 16
 
 
 def row_chunking(plan: KernelPlan) -> tuple[int, int] | None:
