@@ -13,8 +13,9 @@ map is never free.
 ``emit_split_nest`` emits the loop of a stage axis that guards follow as three loops: border, interior (the
 intersection of those guards' ranges), border.  In the interior the guards are *free*: ``em.free_guards``
 holds their (id(Pad node), axis) keys and index.py reads the input without clamp or select, so the innermost
-loop is a plain contiguous loop that LLVM vectorizes.  An axis is split only inside the interior of the split
-axes around it (border rows keep every guard: 1 + 3 + 1 bodies for a 2-D window, not 9).
+loop is a plain contiguous loop that LLVM vectorizes.  Every split axis is split in every region of the outer
+ones (9 bodies for a 2-D window): in a border row the row guards are loop-invariant in the column loop (a
+scalar clamp and a blend), so its interior columns are still contiguous vector loads, not gathers.
 """
 from __future__ import annotations
 
@@ -164,16 +165,16 @@ def _smin(b: ir.IRBuilder, x, y):
 
 
 def emit_split_nest(em, extents, guards: Guards, shape, body: Callable[[list], None],
-                    inner_hints: Callable[[int], object]) -> None:
+                    inner_hints: Callable[[int | None, bool], object]) -> None:
     """The loop nest over ``extents`` (start, stop per axis), split at the interiors of ``guards``; ``body(coords)``
-    is called with ``em.free_guards`` set for each region.  ``inner_hints(extent)``: hints of an innermost loop
-    of that many iterations (None: unknown extent)."""
+    is called with ``em.free_guards`` set for each region.  ``inner_hints(extent, interior)``: hints of an
+    innermost loop of that many iterations (None: unknown extent), in the interior or on a border."""
     b = em.b
+    last = len(extents) - 1
     splits = split_axes(guards, shape)
     base = always_free(guards, shape)
-    last = len(extents) - 1
 
-    def nest(d: int, coords: list, interior: set[int], whole: bool):
+    def nest(d: int, coords: list, interior: set[int]):
         if d > last:
             saved = em.free_guards
             em.free_guards = guards.free_in(interior)
@@ -183,7 +184,7 @@ def emit_split_nest(em, extents, guards: Guards, shape, body: Callable[[list], N
                 em.free_guards = saved
             return
         lo, hi = extents[d]
-        if d in splits and whole:
+        if d in splits:
             first, stop = splits[d]
             parts = [(lo, _smin(b, hi, first), False), (_smax(b, lo, first), _smin(b, hi, stop), True),
                      (_smax(b, lo, stop), hi, False)]
@@ -193,9 +194,8 @@ def emit_split_nest(em, extents, guards: Guards, shape, body: Callable[[list], N
             if isinstance(start, int) and isinstance(end, int) and start >= end:
                 continue
             n = end - start if isinstance(start, int) and isinstance(end, int) else None
-            hints = inner_hints(n) if d == last else None
+            hints = inner_hints(n, inside) if d == last else None
             with for_range(b, start, end, f"d{d}", hints) as i:
-                nest(d + 1, coords + [i], interior | {d} if inside else interior,
-                     whole and (inside or d not in splits))
+                nest(d + 1, coords + [i], interior | {d} if inside else interior)
 
-    nest(0, [], set(base), True)
+    nest(0, [], set(base))

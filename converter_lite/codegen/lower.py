@@ -31,7 +31,7 @@ from ..ir.dtype import DType
 from .errors import UnsupportedOpError
 from .index import INDEX_MAPS, RESHAPE_LIKE, Index, _numel
 from .interior import emit_split_nest, pad_guards
-from .loops import access_hints, for_range, loop_nest
+from .loops import access_hints, for_range, interior_hints, loop_nest
 from .mathfn import MathEmitter
 from .reduce import (
     REDUCE_OPS,
@@ -458,20 +458,21 @@ def _emit_map(em: StageEmitter, st: MapStage, lo: ir.Value, hi: ir.Value) -> Non
     guards = pad_guards([v for v, _ in st.items], st.shape,
                         lambda v: id(v) in em.cached or id(v) in em.plan.value_buf)
     if guards.ranges:
-        emit_split_nest(em, extents, guards, st.shape, body, lambda n: _inner_hints(st, n))
+        emit_split_nest(em, extents, guards, st.shape, body, lambda n, inside: _inner_hints(st, n, inside))
         return
     with loop_nest(b, extents, "d", _inner_hints(st)) as coords:
         body(coords)
 
 
-def _inner_hints(st: MapStage, extent: int | None = None):
+def _inner_hints(st: MapStage, extent: int | None = None, interior: bool = False):
     """Loop hints of a loop nest's innermost loop (loops.access_hints) of ``extent`` iterations (default: the
     whole axis): short extents (depthwise convolutions over small images) widened with a masked tail instead of
     fully unrolled (which lets LLVM widen the outer loop with gathers and scatters), long ones interleaved;
-    transposed accesses left to LLVM."""
+    transposed accesses left to LLVM; ``interior``: the interior of a window (loops.interior_hints)."""
     if len(st.shape) < 2 or st.shape[-1] <= 1:
         return None
-    return access_hints(st.shape[-1] if extent is None else extent, SHORT_INNER)
+    n = st.shape[-1] if extent is None else extent
+    return (interior_hints if interior else access_hints)(n, SHORT_INNER)
 
 
 def emit_stages(module: ir.Module, plan: KernelPlan, sym: str, kernel: str = "") -> list[ir.Function]:
