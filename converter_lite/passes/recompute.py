@@ -8,7 +8,7 @@ A GraphKernel P is recomputed into its consumers when:
 2. it reads one non-constant value and produces one output, which is not a graph output;
 3. every user of that output is a GraphKernel;
 4. the value it reads is not bigger than the value it writes (recomputing must not add memory traffic);
-5. no consumer pads it (a window kernel, cluster.window_pad, would recompute it for every tap).
+5. no consumer pads it (a window kernel, fuse/window.py, would recompute it for every tap).
 
 Each consumer C becomes a kernel computing P's ops followed by C's; P is then dead and removed.
 """

@@ -1,7 +1,7 @@
 """``graph_kernel_cluster``: groups clusterable basic ops into fused kernels (GraphKernel nodes).
 
 1. A node is clusterable when its op is in ``ctx.config.cluster_ops(DEFAULT_CLUSTER)`` (or it is a window
-   Pad, ``window_pad``, and Pad is not in ``disable_cluster_ops``), the op table does
+   Pad, window.py, and Pad is not in ``disable_cluster_ops``), the op table does
    not mark it OPAQUE, it is deterministic, its static inputs (shapes, axes) are constants, and every value it
    reads or writes has a static shape (dynamic-shape values run unfused).
 2. The split model (``split_model.py``) runs the CPU fusion patterns (``patterns.py``) over the whole
@@ -17,8 +17,6 @@
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ...ir.core import Graph, Node
 from ...ops.registry import OPS, OpKind
 from ..base import Pass, PassContext
@@ -27,6 +25,7 @@ from .area import Area, Pattern
 from .outline import describe, kernel_name, outline_all
 from .patterns import EPILOGUE_HOSTS, cpu_patterns
 from .split_model import SplitModel
+from .window import window_pad
 
 # ONNX names of MindSpore's CPU cluster list (seed 003 appendix 2, CPU column, plus the Lite cluster list:
 # Maximum->Max, RealDiv->Div, Select->Where, LogicalNot->Not, ExpandDims->Unsqueeze), the comparisons and
@@ -45,24 +44,6 @@ DEFAULT_CLUSTER: frozenset[str] = frozenset({
 
 SPLIT_MODE_FILE = "graph_kernel_split_mode.txt"
 CLUSTER_FILE = "graph_kernel_cluster.txt"
-
-
-def window_pad(node: Node) -> bool:
-    """A constant-mode Pad of constant, non-negative amounts read only by Slices: a window over a zero-padded
-    input (the depthwise convolution expansion).  The code generator reads it without materializing it, with
-    the bounds checks only on the border (codegen/interior.py), so it is clusterable even though Pad is not
-    in the cluster list."""
-    if node.op != "Pad" or node.attrs.get("mode", "constant") != "constant" or len(node.inputs) < 2:
-        return False
-    pads = node.inputs[1]
-    if pads is None or pads.const is None or (np.asarray(pads.const) < 0).any():
-        return False
-    if len(node.inputs) > 2 and node.inputs[2] is not None and node.inputs[2].const is None:
-        return False
-    x, y = node.inputs[0], node.outputs[0]
-    if x.producer is not None and x.producer.op == "Transpose":
-        return False        # the taps would read the transpose: gathers (ConvNeXt's NHWC window reads a buffer)
-    return bool(y.uses) and all(u.op == "Slice" for u, _ in y.uses)
 
 
 def clusterable(node: Node, ops: frozenset[str], window_pads: bool = True) -> bool:

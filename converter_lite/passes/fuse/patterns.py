@@ -23,6 +23,9 @@ candidate is cycle-checked with the reach table (``has_circle``).
    user reading it through a Pad: a window kernel would recompute it for every tap).
 7. ``isolate_reshape``: a lone index map joins an adjacent fusible area.
 
+No pattern fuses an area into a user that reads it through a Pad (a window, fuse/window.py): the window
+kernel would recompute it for every tap, or read a transpose with gathers.
+
 A reduction is never followed by its elementwise consumers here: that is stitch fusion (opt_level 3).
 """
 from __future__ import annotations
@@ -86,7 +89,8 @@ class FuseReshape(FusePattern):
 
     def match(self, dom: Area, reach: ReachTable) -> Match | None:
         best: tuple[Area, Direction] | None = None
-        candidates = [(u, Direction.BACKWARD, (dom, u)) for u, _ in _sorted(dom.users)] + \
+        candidates = [(u, Direction.BACKWARD, (dom, u)) for u, _ in _sorted(dom.users)
+                      if not _reads_through_pad(u, dom)] + \
                      [(i, Direction.FORWARD, (i, dom)) for i, _ in _sorted(dom.inputs)]
         for a, direction, pair in candidates:
             if a.fusible and a.pattern <= Pattern.BROADCAST and not reach.has_circle(*pair) and \
@@ -133,7 +137,7 @@ class FuseEpilogue(FusePattern):
     def match(self, dom: Area, reach: ReachTable) -> Match | None:
         found = [u for u, _ in _sorted(dom.users)
                  if u.fusible and u.pattern <= Pattern.BROADCAST and u.compute_size == dom.compute_size
-                 and not reach.has_circle(dom, u)]
+                 and not reach.has_circle(dom, u) and not _reads_through_pad(u, dom)]
         return Match(found, Direction.BACKWARD) if found else None
 
 
@@ -190,7 +194,7 @@ class FuseBwd(FusePattern):
 
 
 def _reads_through_pad(user: Area, dom: Area) -> bool:
-    """``user`` reads ``dom``'s output through a Pad (a window, cluster.window_pad): pushed into it, ``dom``
+    """``user`` reads ``dom``'s output through a Pad (a window, fuse/window.py): pushed into it, ``dom``
     would be recomputed for every tap of the window."""
     mine = {id(n) for n in dom.nodes}
     return any(n.op == "Pad" and n.inputs[0].producer is not None and id(n.inputs[0].producer) in mine
@@ -205,7 +209,8 @@ class FuseIsolateReshape(FusePattern):
 
     def match(self, dom: Area, reach: ReachTable) -> Match | None:
         for u, _ in _sorted(dom.users):
-            if u.fusible and u.pattern <= Pattern.REDUCE and not reach.has_circle(dom, u):
+            if u.fusible and u.pattern <= Pattern.REDUCE and not reach.has_circle(dom, u) \
+                    and not _reads_through_pad(u, dom):
                 return Match([u], Direction.BACKWARD)
         for i, _ in _sorted(dom.inputs):
             if i.fusible and i.pattern <= Pattern.REDUCE and not reach.has_circle(i, dom):
