@@ -15,7 +15,8 @@ numpy path.
 * Splitting (``tile_grid``): each batch entry is one tile; when the whole product has at least ``MIN_WORK``
   multiply-adds and ``nt > 1``, entries are further split into about ``TILES_PER_THREAD * nt`` tiles in all,
   along N when N > M (each tile then packs only its columns of B; its A rows are repacked per tile, the cheaper
-  operand) else along M, at multiples of ``ALIGN`` elements.  Below ``MIN_WORK`` the step runs on one thread.
+  operand) else along M, into equal parts of at least ``ALIGN`` rows/columns (column cuts at multiples of
+  ``ALIGN``): a short last tile would leave a thread idle while the other finishes a full one.  Below ``MIN_WORK`` the step runs on one thread.
 
 The records hold raw addresses: the step keeps every array it points into alive.
 
@@ -66,10 +67,13 @@ def tile_grid(batch: int, m: int, n: int, k: int, nt: int) -> tuple[str, list[tu
     axis, size = ("N", n) if n > m else ("M", m)
     if nt <= 1 or batch * m * n * k < MIN_WORK:
         return axis, [(0, size)], False
-    parts = max(1, -(-TILES_PER_THREAD * nt // batch))
-    step = -(-size // parts)
-    step = -(-step // ALIGN) * ALIGN if size > ALIGN else size
-    ranges = [(lo, min(size, lo + step)) for lo in range(0, size, step)]
+    # equal parts (a last short tile would leave one thread idle), each at least ALIGN long; column cuts
+    # at multiples of ALIGN, row cuts anywhere
+    parts = max(1, min(-(-TILES_PER_THREAD * nt // batch), size // ALIGN))
+    unit = ALIGN if axis == "N" else 1
+    units = -(-size // unit)
+    cuts = [min(size, i * units // parts * unit) for i in range(parts + 1)]
+    ranges = [(lo, hi) for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
     return axis, ranges, batch * len(ranges) > 1
 
 

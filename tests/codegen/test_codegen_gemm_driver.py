@@ -122,9 +122,12 @@ def test_tile_grid(monkeypatch):
     assert tile_grid(1, 128, 512, 128, 1) == ("N", [(0, 512)], False)
     axis, ranges, par = tile_grid(1, 128, 512, 128, 2)
     assert (axis, ranges, par) == ("N", [(0, 256), (256, 512)], True)
-    assert tile_grid(1, 130, 8, 128, 2)[1] == [(0, 80), (80, 130)]
+    assert tile_grid(1, 130, 8, 128, 2)[1] == [(0, 65), (65, 130)]                   # equal row parts
     assert tile_grid(4, 64, 64, 64, 2) == ("M", [(0, 64)], True)                       # batch entries as tiles
     assert tile_grid(1, 4, 4, 4, 2)[2] is False                                        # too small to split
     monkeypatch.setattr(gemm_tiles, "TILES_PER_THREAD", 2)
     assert tile_grid(1, 128, 512, 128, 2)[1] == [(0, 128), (128, 256), (256, 384), (384, 512)]
     assert tile_grid(1, 8, 8, 4096, 2)[1] == [(0, 8)]                                  # no dim to split
+    assert tile_grid(1, 101, 96, 384, 2)[1] == [(0, 25), (25, 50), (50, 75), (75, 101)]  # no short last tile
+    assert tile_grid(1, 101, 200, 96, 2)[1] == [(0, 48), (48, 96), (96, 144), (144, 200)]  # columns: ALIGN cuts
+    assert tile_grid(1, 40, 8, 4096, 2)[1] == [(0, 20), (20, 40)]                      # tiles >= ALIGN rows
