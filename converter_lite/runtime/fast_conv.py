@@ -33,6 +33,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..ops.nn_window import resolve_window
 from ..ops.registry import KernelError
 from ..ops.tensor_pad import pad_amounts
+from .conv_direct import native_direct
 from .conv_native import native_dense
 from .lowering import Impl, NodeCtx
 from .parallel import parallel_calls, sequence, split_rows
@@ -129,7 +130,8 @@ def _conv(ctx: NodeCtx):
     geo = _Geo(n, c, h, wd, m, group, kh, kw, win.strides, win.dilations, pads, tuple(win.out), x.dtype)
     if cg == 1 and m == c:
         plan = _Depthwise(geo, wc, bias)
-    elif (plan := native_dense(ctx, geo, wc, bias)) is not None:
+    elif (plan := native_direct(ctx, geo, wc, bias)) is not None or \
+            (plan := native_dense(ctx, geo, wc, bias)) is not None:
         pass
     else:
         # the wide rows compute wp/ow times the GEMM: on small images the strided im2col copy costs less

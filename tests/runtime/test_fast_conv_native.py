@@ -1,7 +1,9 @@
 """runtime/fast_conv.py on the native convolution tile driver (runtime/conv_native.py, codegen/conv_driver.py):
 dense Conv steps bound to one driver call, checked against the reference kernel and onnxruntime on 1 and 2
 threads (strides, asymmetric pads, dilations, groups, kernel sizes, batches, bias or not, float32/float64,
-tiles that start and end inside output rows); the numpy path without native code."""
+tiles that start and end inside output rows); the numpy path without native code.  The direct driver
+(conv_direct.py, which float32 convolutions with column stride 1 or 2 take first) is switched off here: its
+own tests are test_conv_direct.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,12 +14,18 @@ from converter_lite.ir import Graph, Node, TensorType, Value
 from converter_lite.ir.dtype import DType
 from converter_lite.ir.interpret import eval_graph
 from converter_lite.ops.registry import infer_types
-from converter_lite.runtime import conv_native
+from converter_lite.runtime import conv_direct, conv_native
 from converter_lite.runtime.blas import gemm_entry
 from converter_lite.runtime.plan import Plan
 from tests.helpers import make_model, run_ort, tensor_info
 
 pytestmark = pytest.mark.skipif(gemm_entry(np.float32) is None, reason="numpy's BLAS exposes no CBLAS gemm")
+
+
+@pytest.fixture(autouse=True)
+def im2col_driver(monkeypatch):
+    """Every Conv here goes to the im2col + BLAS driver (or numpy), not the direct one."""
+    monkeypatch.setattr(conv_direct, "applies", lambda geo: False)
 
 
 def _graph(x, w, b, attrs, pad=None):

@@ -1,0 +1,402 @@
+"""The direct convolution driver: register-tiled float32 2-D convolution without im2col (a support function).
+
+    void cl_conv2d_direct_v1_f32(i8* desc, i64 nthreads)
+
+Vectorised over output channels, not pixels: the weights are packed (by the runtime, once) in blocks of
+``VL`` = 16 output channels, ``wpk[g][block][k][16]`` with ``k = (c, ky, kx)`` over the group's input channels
+and kernel taps (zero-padded channels), and a *microkernel* keeps an ``ocv x rows x cols`` tile of outputs in
+vector registers (``ocv`` blocks of 16 channels, ``rows x cols`` output pixels of neighbouring output rows):
+
+    for k in 0..K:   w_o = wpk[block o][k]                      (ocv vector loads)
+                     for each pixel p: s = x[pixel p + koff[k]]  (one scalar, broadcast)
+                                       acc[o][p] += s * w_o     (ocv * rows * cols FMAs)
+
+``koff[k]`` is the input offset of tap ``k`` (``c*hp*wp + ky*dh*wp + kx*dw``, precomputed by the runtime), so
+dilation is free and each tile row needs one base pointer (pixels ``q*sw`` apart, ``sw`` a constant of the
+microkernel: 1 or 2).  The padding is materialised once per run: the input is copied into a zero-bordered
+buffer ``xp`` (phase 1, channels split over the pool) unless the convolution has no padding.  The accumulators
+start at the bias.  The epilogue transposes each ``16 x cols`` block in registers (shuffles), then per output
+channel adds the residual (if any), clamps (Relu/Clip, NaN stays NaN) and stores ``cols`` contiguous outputs
+(NCHW) with a masked store.
+
+Tiles: an output image is cut into row groups of ``R`` rows and column segments of ``Q`` (balanced) columns
+with ``R * Q <= PMAX``; with ``wide`` (AVX-512: 32 vector registers) ``PMAX = 12`` and two channel blocks per
+tile, else (16 registers) ``PMAX = 6`` and one block.  Chunks of the pool are runs of tiles of one (image,
+group, channel super-block), about ``CHUNKS_PER_THREAD`` per thread.
+
+Record (i64 fields, ``FIELDS``; addresses as integers): ``n c h w`` input, ``m group`` output channels and
+groups, ``oh ow sh`` output size and row stride, ``sw`` column stride (1 or 2), ``pt pl`` top/left padding,
+``hp wp`` the read extent of a padded plane, ``pad`` (1: copy into ``xp`` first), ``x xp y`` buffers,
+``wpk bpk koff`` packed weights / bias (``[g][block][16]``, zeros when none) / tap offsets (``K`` i64),
+``k nblk`` taps per group and 16-blocks per group, ``residual`` (0 or an array shaped like ``y``),
+``clamp lo hi`` (lo/hi as float64 bit patterns), ``wide``.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .loops import for_range, loop_id
+from .pool import BODY_TYPE, declare_pool
+from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I8, I32, I64, VOID
+
+DIRECT_SYMBOL = "cl_conv2d_direct_v1_f32"
+FIELDS = ("n", "c", "h", "w", "m", "group", "oh", "ow", "sh", "sw", "pt", "pl", "hp", "wp", "pad", "x", "xp",
+          "y", "wpk", "bpk", "koff", "k", "nblk", "residual", "clamp", "lo", "hi", "wide")
+_F = {name: i for i, name in enumerate(FIELDS)}
+VL = 16                            # output channels per packed block (one AVX-512 vector)
+TILES = {True: (2, 12, 4), False: (1, 6, 4)}     # wide -> (channel blocks per tile, pixels per tile, max rows)
+CHUNKS_PER_THREAD = 4
+FLAG_CLAMP, FLAG_RESIDUAL = 1, 2          # the microkernels' epilogue flags
+
+FP = F32.as_pointer()
+VEC = ir.VectorType(F32, VL)
+VECP = VEC.as_pointer()
+MASK = ir.VectorType(I1, VL)
+I64P = I64.as_pointer()
+MK_TYPE = ir.FunctionType(VOID, [FP, I64, FP, I64, I64P, I64, FP, FP, I64, I64, I64, FP, I64, F32, F32])
+# microkernel(x, rowstride, w, wstride, koff, K, bias, y, ystride_m, ystride_r, nvalid, res, flags, lo, hi)
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+def _min(b, x, y):
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def _cdiv(b, x, y):
+    return b.sdiv(b.add(x, b.sub(y, _c(1))), y)
+
+
+def _splat(b: ir.IRBuilder, s: ir.Value) -> ir.Value:
+    one = b.insert_element(ir.Constant(VEC, None), s, ir.Constant(I32, 0))
+    return b.shuffle_vector(one, ir.Constant(VEC, None), ir.Constant(ir.VectorType(I32, VL), [0] * VL))
+
+
+def transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The VL x VL transpose of ``rows`` (VL vectors) by log2(VL) butterfly stages of two-source shuffles."""
+    rows = list(rows)
+    step = 1
+    while step < VL:
+        lo = [l if not l & step else VL + l - step for l in range(VL)]
+        hi = [l + step if not l & step else VL + l for l in range(VL)]
+        out = list(rows)
+        for i in range(VL):
+            if i & step:
+                continue
+            j = i | step
+            out[i] = b.shuffle_vector(rows[i], rows[j], ir.Constant(ir.VectorType(I32, VL), lo))
+            out[j] = b.shuffle_vector(rows[i], rows[j], ir.Constant(ir.VectorType(I32, VL), hi))
+        rows = out
+        step *= 2
+    return rows
+
+
+def _intrinsics(module: ir.Module):
+    def get(name, fnty):
+        fn = module.globals.get(name)
+        return fn if fn is not None else ir.Function(module, fnty, name)
+    fma = get("llvm.fmuladd.v16f32", ir.FunctionType(VEC, [VEC, VEC, VEC]))
+    mload = get("llvm.masked.load.v16f32.p0v16f32", ir.FunctionType(VEC, [VECP, I32, MASK, VEC]))
+    mstore = get("llvm.masked.store.v16f32.p0v16f32", ir.FunctionType(VOID, [VEC, VECP, I32, MASK]))
+    return fma, mload, mstore
+
+
+def _store_rows(module: ir.Module) -> ir.Function:
+    """``cl_convd.store(t, count, q, y, ystride_m, res, flags, lo, hi)``: ``t`` holds ``q`` accumulator vectors
+    (one per pixel, lanes = 16 channels); transposed in registers, then for channel lane i < count: the first q
+    lanes of row i plus ``res[i*ystride_m ...]`` (flags bit 1), clamped to [lo, hi] (flags bit 0), stored at
+    ``y + i*ystride_m`` (masked to q lanes)."""
+    name = "cl_convd.store"
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    _, mload, mstore = _intrinsics(module)
+    fn = ir.Function(module, ir.FunctionType(VOID, [VECP, I64, I64, FP, I64, FP, I64, F32, F32]), name)
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    t, count, q, y, ys, res, flags, lo, hi = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    iota = ir.Constant(ir.VectorType(I32, VL), list(range(VL)))
+    qv = b.shuffle_vector(b.insert_element(ir.Constant(ir.VectorType(I32, VL), None), b.trunc(q, I32),
+                                           ir.Constant(I32, 0)),
+                          ir.Constant(ir.VectorType(I32, VL), None), ir.Constant(ir.VectorType(I32, VL), [0] * VL))
+    mask = b.icmp_signed("<", iota, qv)
+    zero = ir.Constant(VEC, None)
+    # pixel vectors q.. are not meaningful: zero them before the transpose
+    cols = [b.select(b.icmp_signed("<", _c(i), q), b.load(b.gep(t, [_c(i)]), align=64), zero) for i in range(VL)]
+    rows = transpose(b, cols)
+    for i, v in enumerate(rows):
+        b.store(v, b.gep(t, [_c(i)]), align=64)
+    has_res = b.icmp_signed("!=", b.and_(flags, _c(FLAG_RESIDUAL)), _c(0))
+    do_clamp = b.icmp_signed("!=", b.and_(flags, _c(FLAG_CLAMP)), _c(0))
+    lov, hiv = _splat(b, lo), _splat(b, hi)
+    rmask = b.and_(mask, _splat_bool(b, has_res))
+    with for_range(b, 0, count, "ch") as i:
+        v = b.load(b.gep(t, [i]), align=64)
+        dst = b.bitcast(b.gep(y, [b.mul(i, ys)]), VECP)
+        rv = b.call(mload, [b.bitcast(b.gep(res, [b.mul(i, ys)]), VECP), ir.Constant(I32, 4), rmask, zero])
+        v = b.fadd(v, rv)
+        v1 = b.select(b.fcmp_ordered("<", v, lov), lov, v)
+        v1 = b.select(b.fcmp_ordered(">", v1, hiv), hiv, v1)
+        v = b.select(do_clamp, v1, v)
+        b.call(mstore, [v, dst, ir.Constant(I32, 4), mask])
+    b.ret_void()
+    return fn
+
+
+def _splat_bool(b: ir.IRBuilder, flag: ir.Value) -> ir.Value:
+    ty = ir.VectorType(I1, VL)
+    one = b.insert_element(ir.Constant(ty, None), flag, ir.Constant(I32, 0))
+    return b.shuffle_vector(one, ir.Constant(ty, None), ir.Constant(ir.VectorType(I32, VL), [0] * VL))
+
+
+def microkernel(module: ir.Module, ocv: int, rows: int, cols: int, sw: int) -> ir.Function:
+    """``cl_convd.mk<ocv>_<rows>x<cols>_s<sw>`` (MK_TYPE): one tile of ``ocv`` channel blocks x ``rows`` x
+    ``cols`` pixels, accumulated over every tap, then stored through ``cl_convd.store``."""
+    name = f"cl_convd.mk{ocv}_{rows}x{cols}_s{sw}"
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    fma, _, _ = _intrinsics(module)
+    store = _store_rows(module)
+    fn = ir.Function(module, MK_TYPE, name)
+    fn.linkage = "internal"
+    x, rowstride, w, wstride, koff, kk, bias, y, ys_m, ys_r, nvalid, res, flags, lo, hi = fn.args
+    for a in (x, w, koff, bias, y, res):
+        a.add_attribute("noalias")
+    entry = fn.append_basic_block("entry")
+    head, body, done = (fn.append_basic_block(n) for n in ("k.head", "k.body", "k.done"))
+    b = ir.IRBuilder(entry)
+    t = b.alloca(VEC, VL)
+    t.align = 64
+    bases = [b.gep(x, [b.mul(_c(r), rowstride)]) for r in range(rows)]
+    wblk = [b.gep(w, [b.mul(_c(o), wstride)]) for o in range(ocv)]
+    init = [b.load(b.bitcast(b.gep(bias, [_c(o * VL)]), VECP), align=4) for o in range(ocv)]
+    b.branch(head)
+    b.position_at_end(head)
+    k = b.phi(I64, "k")
+    k.add_incoming(_c(0), entry)
+    accs = {}
+    for o in range(ocv):
+        for r in range(rows):
+            for q in range(cols):
+                phi = b.phi(VEC, f"acc{o}_{r}_{q}")
+                phi.add_incoming(init[o], entry)
+                accs[o, r, q] = phi
+    b.cbranch(b.icmp_signed("<", k, kk), body, done)
+    b.position_at_end(body)
+    off = b.load(b.gep(koff, [k]))
+    wv = [b.load(b.bitcast(b.gep(wblk[o], [b.mul(k, _c(VL))]), VECP), align=4) for o in range(ocv)]
+    for r in range(rows):
+        base = b.gep(bases[r], [off])
+        for q in range(cols):
+            s = _splat(b, b.load(b.gep(base, [_c(q * sw)])))
+            for o in range(ocv):
+                accs[o, r, q].add_incoming(b.call(fma, [s, wv[o], accs[o, r, q]]), body)
+    k.add_incoming(b.add(k, _c(1), flags=("nsw", "nuw")), body)
+    b.branch(head).set_metadata("llvm.loop", loop_id(module, {"llvm.loop.unroll.disable": None}))
+    b.position_at_end(done)
+    for o in range(ocv):
+        count = _min(b, b.sub(nvalid, _c(o * VL)), _c(VL))
+        with b.if_then(b.icmp_signed(">", count, _c(0))):
+            for r in range(rows):
+                for q in range(cols):
+                    b.store(accs[o, r, q], b.gep(t, [_c(q)]), align=64)
+                off_y = b.add(b.mul(_c(o * VL), ys_m), b.mul(_c(r), ys_r))
+                b.call(store, [t, count, _c(cols), b.gep(y, [off_y]), ys_m, b.gep(res, [off_y]), flags, lo, hi])
+    b.ret_void()
+    return fn
+
+
+def _table(module: ir.Module, sw: int) -> tuple[ir.GlobalVariable, int, int]:
+    """Constant table of microkernel pointers indexed ``[(ocv-1)][rows-1][cols-1]`` for column stride sw
+    (null where rows*cols exceeds the widest tile)."""
+    ocv_max = max(t[0] for t in TILES.values())
+    pmax = max(t[1] for t in TILES.values())
+    rmax = max(t[2] for t in TILES.values())
+    ptr = MK_TYPE.as_pointer()
+    entries = []
+    for ocv in range(1, ocv_max + 1):
+        for r in range(1, rmax + 1):
+            for q in range(1, pmax + 1):
+                entries.append(microkernel(module, ocv, r, q, sw) if r * q <= pmax else ir.Constant(ptr, None))
+    ty = ir.ArrayType(ptr, len(entries))
+    g = ir.GlobalVariable(module, ty, f"cl_convd.table_s{sw}")
+    g.linkage = "internal"
+    g.global_constant = True
+    g.initializer = ir.Constant(ty, entries)
+    return g, rmax, pmax
+
+
+class _Fields:
+    def __init__(self, b: ir.IRBuilder, desc: ir.Value):
+        self.b, self.d = b, b.bitcast(desc, I64P)
+
+    def __getitem__(self, name: str) -> ir.Value:
+        return self.b.load(self.b.gep(self.d, [_c(_F[name])]), name=name)
+
+    def ptr(self, name: str) -> ir.Value:
+        return self.b.inttoptr(self[name], FP)
+
+
+def _tiling(b: ir.IRBuilder, f: _Fields):
+    """(ocv_max, rows R, cols Q, column segments, row groups, super-blocks per group) for this convolution."""
+    wide = b.icmp_signed("!=", f["wide"], _c(0))
+    ocv_max = b.select(wide, _c(TILES[True][0]), _c(TILES[False][0]))
+    pmax = b.select(wide, _c(TILES[True][1]), _c(TILES[False][1]))
+    rmax = b.select(wide, _c(TILES[True][2]), _c(TILES[False][2]))
+    ow, oh = f["ow"], f["oh"]
+    nseg = _cdiv(b, ow, pmax)
+    q = _cdiv(b, ow, nseg)
+    r = _min(b, _min(b, b.sdiv(pmax, q), rmax), oh)
+    r = b.select(b.icmp_signed("<", r, _c(1)), _c(1), r)
+    return ocv_max, r, q, nseg, _cdiv(b, oh, r), _cdiv(b, f["nblk"], ocv_max)
+
+
+def _chunking(b: ir.IRBuilder, f: _Fields, nthreads: ir.Value, tiles: ir.Value, units: ir.Value):
+    """(tiles per chunk, chunks per unit): about CHUNKS_PER_THREAD chunks per thread over all units."""
+    want = b.mul(nthreads, _c(CHUNKS_PER_THREAD))
+    per_unit = _cdiv(b, want, units)
+    per_unit = _min(b, b.select(b.icmp_signed("<", per_unit, _c(1)), _c(1), per_unit), tiles)
+    tpc = _cdiv(b, tiles, per_unit)
+    return tpc, _cdiv(b, tiles, tpc)
+
+
+def _emit_compute(module: ir.Module) -> ir.Function:
+    fn = ir.Function(module, BODY_TYPE, f"{DIRECT_SYMBOL}.tiles")
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    f = _Fields(b, fn.args[0])
+    chunk = fn.args[1]
+    ocv_max, rr, qq, nseg, nrow, nsb = _tiling(b, f)
+    tiles = b.mul(nrow, nseg)
+    units = b.mul(b.mul(f["n"], f["group"]), nsb)
+    tpc = b.load(b.gep(b.bitcast(fn.args[0], I64P), [_c(len(FIELDS))]))      # written by the entry point
+    cpu = _cdiv(b, tiles, tpc)
+    ci, unit = b.srem(chunk, cpu), b.sdiv(chunk, cpu)
+    sb, img = b.srem(unit, nsb), b.sdiv(unit, nsb)
+    g, n = b.srem(img, f["group"]), b.sdiv(img, f["group"])
+    cg, mg = b.sdiv(f["c"], f["group"]), b.sdiv(f["m"], f["group"])
+    hp, wp, oh, ow, kk = f["hp"], f["wp"], f["oh"], f["ow"], f["k"]
+    src = b.select(b.icmp_signed("!=", f["pad"], _c(0)), f.ptr("xp"), f.ptr("x"))
+    xbase = b.gep(src, [b.mul(b.add(b.mul(n, f["c"]), b.mul(g, cg)), b.mul(hp, wp))])
+    blk = b.add(b.mul(g, f["nblk"]), b.mul(sb, ocv_max))
+    wstride = b.mul(kk, _c(VL))
+    wptr = b.gep(f.ptr("wpk"), [b.mul(blk, wstride)])
+    bptr = b.gep(f.ptr("bpk"), [b.mul(blk, _c(VL))])
+    m0 = b.mul(sb, b.mul(ocv_max, _c(VL)))
+    ocv = _min(b, ocv_max, b.sub(f["nblk"], b.mul(sb, ocv_max)))
+    nvalid = b.sub(mg, m0)
+    plane = b.mul(oh, ow)
+    yoff = b.mul(b.add(b.mul(n, f["m"]), b.add(b.mul(g, mg), m0)), plane)
+    ybase = b.gep(f.ptr("y"), [yoff])
+    resi = f["residual"]
+    has_res = b.icmp_unsigned("!=", resi, _c(0))
+    rbase = b.select(has_res, b.gep(b.inttoptr(resi, FP), [yoff]), ybase)      # ybase: never read
+    koff = b.inttoptr(f["koff"], I64P)
+    flags = b.or_(b.select(b.icmp_signed("!=", f["clamp"], _c(0)), _c(FLAG_CLAMP), _c(0)),
+                  b.select(has_res, _c(FLAG_RESIDUAL), _c(0)))
+    lo = b.fptrunc(b.bitcast(f["lo"], F64), F32)
+    hi = b.fptrunc(b.bitcast(f["hi"], F64), F32)
+    sh, sw = f["sh"], f["sw"]
+    rowstride = b.mul(sh, wp)
+    t1 = b.bitcast(module.globals["cl_convd.table_s1"], MK_TYPE.as_pointer().as_pointer())
+    t2 = b.bitcast(module.globals["cl_convd.table_s2"], MK_TYPE.as_pointer().as_pointer())
+    table = b.select(b.icmp_signed("==", sw, _c(2)), t2, t1)
+    _, rmax, pmax = TILES_MAX
+    t0 = b.mul(ci, tpc)
+    with for_range(b, t0, _min(b, b.add(t0, tpc), tiles), "t") as t:
+        rg, seg = b.sdiv(t, nseg), b.srem(t, nseg)
+        oy0, ox0 = b.mul(rg, rr), b.mul(seg, qq)
+        reff = _min(b, rr, b.sub(oh, oy0))
+        qeff = _min(b, qq, b.sub(ow, ox0))
+        idx = b.add(b.mul(b.sub(ocv, _c(1)), _c(rmax * pmax)), b.add(b.mul(b.sub(reff, _c(1)), _c(pmax)),
+                                                                    b.sub(qeff, _c(1))))
+        mk = b.load(b.gep(table, [idx]))
+        xin = b.gep(xbase, [b.add(b.mul(oy0, rowstride), b.mul(ox0, sw))])
+        opix = b.add(b.mul(oy0, ow), ox0)
+        b.call(mk, [xin, rowstride, wptr, wstride, koff, kk, bptr, b.gep(ybase, [opix]), plane, ow, nvalid,
+                    b.gep(rbase, [opix]), flags, lo, hi])
+    b.ret_void()
+    return fn
+
+
+TILES_MAX = (max(t[0] for t in TILES.values()), max(t[2] for t in TILES.values()),
+             max(t[1] for t in TILES.values()))
+
+
+def _emit_pad(module: ir.Module) -> ir.Function:
+    """Chunk c: input planes [c*per, (c+1)*per) (of n*c planes) copied into the zero-bordered ``xp``."""
+    fn = ir.Function(module, BODY_TYPE, f"{DIRECT_SYMBOL}.pad")
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    f = _Fields(b, fn.args[0])
+    memset = module.declare_intrinsic("llvm.memset", [BYTE_PTR, I64])
+    memcpy = module.declare_intrinsic("llvm.memcpy", [BYTE_PTR, BYTE_PTR, I64])
+    planes = b.mul(f["n"], f["c"])
+    per = b.load(b.gep(b.bitcast(fn.args[0], I64P), [_c(len(FIELDS) + 1)]))   # planes per chunk
+    p0 = b.mul(fn.args[1], per)
+    h, w, hp, wp, pt, pl = f["h"], f["w"], f["hp"], f["wp"], f["pt"], f["pl"]
+    x, xp = f.ptr("x"), f.ptr("xp")
+    left = _min(b, pl, wp)
+    ncopy = _min(b, w, b.sub(wp, left))
+    ncopy = b.select(b.icmp_signed("<", ncopy, _c(0)), _c(0), ncopy)
+    right = b.sub(b.sub(wp, left), ncopy)
+    false = ir.Constant(I1, 0)
+
+    def zero(dst, count):
+        with b.if_then(b.icmp_signed(">", count, _c(0))):
+            b.call(memset, [b.bitcast(dst, BYTE_PTR), ir.Constant(I8, 0), b.mul(count, _c(4)), false])
+
+    with for_range(b, p0, _min(b, b.add(p0, per), planes), "p") as p:
+        dplane = b.gep(xp, [b.mul(p, b.mul(hp, wp))])
+        splane = b.gep(x, [b.mul(p, b.mul(h, w))])
+        with for_range(b, 0, hp, "r") as r:
+            drow = b.gep(dplane, [b.mul(r, wp)])
+            sr = b.sub(r, pt)
+            inside = b.and_(b.icmp_signed(">=", sr, _c(0)), b.icmp_signed("<", sr, h))
+            with b.if_else(inside) as (yes, no):
+                with yes:
+                    zero(drow, left)
+                    with b.if_then(b.icmp_signed(">", ncopy, _c(0))):
+                        b.call(memcpy, [b.bitcast(b.gep(drow, [left]), BYTE_PTR),
+                                        b.bitcast(b.gep(splane, [b.mul(sr, w)]), BYTE_PTR), b.mul(ncopy, _c(4)),
+                                        false])
+                    zero(b.gep(drow, [b.add(left, ncopy)]), right)
+                with no:
+                    zero(drow, wp)
+    b.ret_void()
+    return fn
+
+
+def emit_conv_direct(module: ir.Module) -> ir.Function:
+    """Defines ``cl_conv2d_direct_v1_f32(i8* desc, i64 nthreads)`` (see the module doc) in ``module``.  The
+    record has two i64 words after ``FIELDS`` that the entry point writes for its bodies (tiles per chunk,
+    planes per padding chunk)."""
+    _table(module, 1)
+    _table(module, 2)
+    compute = _emit_compute(module)
+    pad = _emit_pad(module)
+    pool = declare_pool(module)
+    fn = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR, I64]), DIRECT_SYMBOL)
+    desc, nthreads = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    f = _Fields(b, desc)
+    d = b.bitcast(desc, I64P)
+    bufs = b.bitcast(desc, BYTE_PTR_PTR)
+    nt = b.select(b.icmp_signed("<", nthreads, _c(1)), _c(1), nthreads)
+    with b.if_then(b.icmp_signed("!=", f["pad"], _c(0))):
+        planes = b.mul(f["n"], f["c"])
+        per = _cdiv(b, planes, b.mul(nt, _c(2)))
+        b.store(per, b.gep(d, [_c(len(FIELDS) + 1)]))
+        b.call(pool, [pad, bufs, _cdiv(b, planes, per), nt])
+    _, rr, qq, nseg, nrow, nsb = _tiling(b, f)
+    tiles = b.mul(nrow, nseg)
+    units = b.mul(b.mul(f["n"], f["group"]), nsb)
+    tpc, cpu = _chunking(b, f, nt, tiles, units)
+    b.store(tpc, b.gep(d, [_c(len(FIELDS))]))
+    b.call(pool, [compute, bufs, b.mul(units, cpu), nt])
+    b.ret_void()
+    return fn

@@ -1,0 +1,151 @@
+"""runtime/conv_direct.py + codegen/conv_direct.py: dense float32 Conv through the direct (register-tiled,
+no im2col) driver, against the reference kernel on 1, 2 and 3 threads, with the 16- and 32-register tile sets:
+strides 1/2 (mixed), asymmetric and absorbed pads, dilations, groups, batches, channel counts that are not
+multiples of 16, output widths/heights that leave partial tiles, bias or not, Relu/Clip and residual epilogues,
+NaN/inf propagation; and a converted model against onnxruntime."""
+from __future__ import annotations
+
+import numpy as np
+import onnx.helper as oh
+import pytest
+
+from converter_lite.codegen import conv_direct as codegen_direct
+from converter_lite.ir.interpret import eval_graph
+from converter_lite.runtime import conv_direct
+from converter_lite.runtime.plan import Plan
+from tests.helpers import make_model, run_ort, tensor_info
+from tests.runtime.test_fast_conv_native import CASES, _arr, _graph
+
+EXTRA_CASES = [  # x shape, w shape, attrs
+    ((1, 5, 9, 40), (40, 5, 3, 3), {"pads": (1, 1, 1, 1)}),                      # 40 channels: 2.5 blocks
+    ((1, 7, 13, 27), (33, 7, 3, 3), {"strides": (2, 2), "pads": (1, 1, 1, 1)}),
+    ((2, 16, 5, 5), (20, 16, 3, 3), {"pads": (1, 1, 1, 1)}),                     # several rows per tile
+    ((1, 8, 7, 7), (17, 8, 3, 3), {"pads": (1, 1, 1, 1)}),
+    ((1, 8, 3, 3), (9, 8, 3, 3), {"pads": (1, 1, 1, 1)}),
+    ((1, 8, 2, 1), (5, 8, 1, 1), {}),                                             # one output column
+    ((1, 3, 29, 31), (16, 3, 7, 7), {"strides": (2, 2), "pads": (3, 3, 3, 3)}),  # a stem
+    ((1, 12, 16, 16), (12, 4, 3, 3), {"pads": (0, 0, 2, 2), "group": 3}),        # bottom/right pads only
+    ((1, 4, 11, 30), (6, 4, 3, 3), {"strides": (2, 1), "pads": (1, 1, 1, 1)}),   # row stride only
+    ((1, 6, 10, 10), (8, 6, 3, 3), {"strides": (1, 2), "dilations": (2, 2)}),     # no pads, dilated, strided
+]
+ALL = CASES + EXTRA_CASES
+
+
+@pytest.fixture(params=[True, False], ids=["wide", "narrow"])
+def wide(request, monkeypatch):
+    monkeypatch.setattr(conv_direct, "wide_vectors", lambda library: request.param)
+    return request.param
+
+
+def _check(resolver, x, w, b, attrs, pad=None, threads=(1, 2, 3)):
+    g = _graph(x, w, b, attrs, pad)
+    want = eval_graph(g, [x])[0]
+    plan = Plan(g, resolver, num_threads=max(threads), adaptive=False)
+    for nt in threads:
+        for _ in range(2):                                      # a second run reuses the bound steps
+            got = plan.execute([x], num_threads=nt)[0]
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        descs = [getattr(c, "conv_desc", None) for c in plan._free[-1].calls(nt)]
+        assert any(d is not None and len(d) == len(conv_direct.FIELDS) + conv_direct.EXTRA for d in descs)
+
+
+@pytest.mark.parametrize("case", range(len(ALL)))
+@pytest.mark.parametrize("bias", [True, False])
+def test_against_reference(resolver, wide, case, bias):
+    xs, ws, attrs = ALL[case]
+    if attrs.get("strides", (1, 1))[1] not in (1, 2):
+        pytest.skip("column stride 3: the im2col driver's case")
+    rng = np.random.default_rng(case)
+    _check(resolver, _arr(rng, *xs), _arr(rng, *ws), _arr(rng, ws[0]) if bias else None, attrs)
+
+
+def test_absorbed_pad(resolver, wide):
+    rng = np.random.default_rng(7)
+    x, w, b = _arr(rng, 1, 4, 13, 11), _arr(rng, 6, 4, 3, 3), _arr(rng, 6)
+    _check(resolver, x, w, b, {"pads": (1, 0, 0, 1)}, pad=(0, 0, 2, 1, 0, 0, 0, 3))
+
+
+def test_nan_and_inf_propagate(resolver):
+    rng = np.random.default_rng(9)
+    x, w, b = _arr(rng, 1, 4, 9, 9), _arr(rng, 20, 4, 3, 3), _arr(rng, 20)
+    x[0, 1, 4, 4], x[0, 2, 0, 0], x[0, 3, 8, 2] = np.nan, np.inf, -np.inf
+    g = _graph(x, w, b, {"pads": (1, 1, 1, 1)})
+    want = eval_graph(g, [x])[0]
+    got = Plan(g, resolver, num_threads=2, adaptive=False).execute([x], num_threads=2)[0]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-4, atol=1e-4)
+
+
+def test_other_column_strides_and_float64_use_other_paths(resolver):
+    rng = np.random.default_rng(1)
+    x, w = _arr(rng, 1, 3, 12, 12), _arr(rng, 4, 3, 3, 3)
+    g = _graph(x, w, None, {"strides": (3, 3)})
+    plan = Plan(g, resolver, num_threads=1, adaptive=False)
+    np.testing.assert_allclose(plan.execute([x])[0], eval_graph(g, [x])[0], rtol=1e-4, atol=1e-4)
+    descs = [getattr(c, "conv_desc", None) for c in plan._free[-1].calls(1)]
+    assert all(d is None or len(d) != len(conv_direct.FIELDS) + conv_direct.EXTRA for d in descs)
+
+
+def test_record_layout_matches_the_driver():
+    assert conv_direct.FIELDS == codegen_direct.FIELDS and conv_direct.SYMBOL == codegen_direct.DIRECT_SYMBOL
+    assert conv_direct.VL == codegen_direct.VL
+
+
+def test_transpose_is_a_transpose():
+    """The in-register butterfly transpose of the epilogue, compiled and run on a 16 x 16 matrix."""
+    import ctypes
+
+    from llvmlite import ir
+
+    from converter_lite.codegen.jit import jit_library
+    from converter_lite.codegen.types import F32, VOID
+    vec = ir.VectorType(F32, codegen_direct.VL)
+    module = ir.Module("t")
+    fn = ir.Function(module, ir.FunctionType(VOID, [vec.as_pointer(), vec.as_pointer()]), "tr")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    rows = [b.load(b.gep(fn.args[0], [ir.Constant(ir.IntType(64), i)]), align=4) for i in range(codegen_direct.VL)]
+    for i, v in enumerate(codegen_direct.transpose(b, rows)):
+        b.store(v, b.gep(fn.args[1], [ir.Constant(ir.IntType(64), i)]), align=4)
+    b.ret_void()
+    lib = jit_library(str(module))
+    src = np.arange(codegen_direct.VL ** 2, dtype=np.float32).reshape(codegen_direct.VL, -1)
+    dst = np.zeros_like(src)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(lib.address("tr"))(src.ctypes.data, dst.ctypes.data)
+    np.testing.assert_array_equal(dst, src.T)
+
+
+def test_model_with_epilogues_against_onnxruntime(tmp_path):
+    """A converted model: stem conv with Relu, a residual Add + Relu, Clip, groups; direct driver on 1/2 threads;
+    the clamps and residuals taken over from the fused kernels."""
+    import onnx
+
+    from converter_lite.api import convert, load
+    rng = np.random.default_rng(5)
+    inits = {"w0": _arr(rng, 24, 3, 7, 7), "b0": _arr(rng, 24), "w1": _arr(rng, 24, 24, 3, 3), "b1": _arr(rng, 24),
+             "w2": _arr(rng, 36, 12, 3, 3), "w3": _arr(rng, 40, 36, 1, 1), "b3": _arr(rng, 40),
+             "lo": np.array(0.0, np.float32), "hi": np.array(0.25, np.float32)}
+    nodes = [oh.make_node("Conv", ["x", "w0", "b0"], ["c0"], strides=[2, 2], pads=[3, 3, 3, 3]),
+             oh.make_node("Relu", ["c0"], ["r0"]),
+             oh.make_node("Conv", ["r0", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             oh.make_node("Add", ["c1", "r0"], ["a1"]), oh.make_node("Relu", ["a1"], ["r1"]),
+             oh.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1], group=2, strides=[2, 2]),
+             oh.make_node("Conv", ["c2", "w3", "b3"], ["c3"]),
+             oh.make_node("Clip", ["c3", "lo", "hi"], ["y"])]
+    model = make_model(nodes, [tensor_info("x", np.float32, [2, 3, 37, 35])], [tensor_info("y", np.float32, None)],
+                       initializers=inits)
+    src = tmp_path / "m.onnx"
+    onnx.save(model, src)
+    out = convert(str(src), str(tmp_path / "m"), graph_kernel_flags="--opt_level=2")
+    feeds = {"x": _arr(rng, 2, 3, 37, 35)}
+    want = run_ort(model, feeds)[0]
+    for nt in (1, 2):
+        m = load(out, num_threads=nt)
+        np.testing.assert_allclose(m.run(feeds)["y"], want, rtol=1e-4, atol=1e-4)
+    steps = m.plan.program.steps
+    assert [s.node.op for s in steps] == ["Conv"] * 4, [s.node.op for s in steps]
+    at = conv_direct.FIELDS.index
+    descs = [c.conv_desc for c in m.plan._free[-1].calls(2) if hasattr(c, "conv_desc")]
+    assert [(int(d[at("clamp")]), bool(d[at("residual")])) for d in descs] == [(1, False), (1, True), (0, False),
+                                                                                (1, False)]
