@@ -26,6 +26,7 @@ from . import (  # noqa: F401  (registration)
     depthwise_conv,
     gelu,
     norm,
+    pool,
     reduce,
     relu,
     sigmoid,

@@ -1,0 +1,83 @@
+"""Pool expander (expand list "AveragePool", "MaxPool"): Pad + one strided Slice per tap, summed and divided
+by the reference's counts, or max-combined; numerics against the reference and onnxruntime at opt_level 0
+(reference) vs 2 (one fused native kernel), the declines."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx.helper as oh
+import pytest
+from helpers import assert_close, make_model, run_ort, tensor_info
+
+import converter_lite
+from converter_lite.config import GraphKernelConfig
+from converter_lite.frontend.onnx_import import import_model
+from converter_lite.ir.interpret import eval_graph
+from converter_lite.passes.base import PassContext
+from converter_lite.passes.expand import ExpandOpsPass
+from converter_lite.pipeline import build_config, convert_model
+
+CASES = [
+    ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [1, 1]}, (3, 9, 10)),
+    ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1}, (2, 7, 7)),
+    ("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2]}, (4, 8, 6)),
+    ("AveragePool", {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [0, 1, 1, 0], "ceil_mode": 1}, (2, 9, 8)),
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, (3, 11, 12)),
+    ("MaxPool", {"kernel_shape": [2, 3], "dilations": [2, 1], "ceil_mode": 1, "strides": [2, 2]}, (2, 9, 9)),
+]
+
+
+def _model(op, attrs, chw, epilogue=True):
+    c, h, w = chw
+    nodes = [oh.make_node(op, ["x"], ["p"], **attrs)]
+    out = "p"
+    if epilogue:                       # PoolFormer: pool(x) - x needs equal shapes; a Relu works everywhere
+        nodes.append(oh.make_node("Relu", ["p"], ["y"]))
+        out = "y"
+    return make_model(nodes, [tensor_info("x", np.float32, [1, c, h, w])], [tensor_info(out, np.float32, None)])
+
+
+def _feeds(rng, chw, nan=False):
+    x = rng.standard_normal((1, *chw)).astype(np.float32)
+    if nan:
+        x.flat[::7] = np.nan
+    return {"x": x}
+
+
+@pytest.mark.parametrize("op, attrs, chw", CASES, ids=lambda v: str(v))
+def test_expansion_matches_the_reference(rng, op, attrs, chw):
+    model = _model(op, attrs, chw, epilogue=False)
+    graph = import_model(model)
+    ref_graph = import_model(model)
+    ctx = PassContext(GraphKernelConfig(opt_level=1), log=logging.getLogger("converter_lite"))
+    assert ExpandOpsPass().run(graph, ctx)
+    assert op not in graph.op_counts()
+    for nan in (False, True):
+        feeds = _feeds(rng, chw, nan)
+        np.testing.assert_array_equal(eval_graph(graph, feeds)[0], eval_graph(ref_graph, feeds)[0])
+
+
+@pytest.mark.needs_cc
+@pytest.mark.parametrize("op, attrs, chw", CASES[:1] + CASES[3:5], ids=lambda v: str(v))
+def test_one_native_kernel_matches_onnxruntime(rng, tmp_path, op, attrs, chw):
+    model = _model(op, attrs, chw)
+    config = build_config(None, graph_kernel_flags="--opt_level=2", env={}, dump_dir=str(tmp_path))
+    res = convert_model(model, str(tmp_path / "m"), config=config)
+    counts = res.graph.op_counts()
+    assert op not in counts and counts.get("GraphKernel") == 1, counts
+    feeds = _feeds(rng, chw)
+    got = converter_lite.load(res.output_path).run(feeds)["y"]
+    assert_close(got, run_ort(model, feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_declines(rng):
+    ctx = PassContext(GraphKernelConfig(opt_level=1), log=logging.getLogger("converter_lite"))
+    indices = make_model([oh.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2])],
+                         [tensor_info("x", np.float32, [1, 2, 4, 4])],
+                         [tensor_info("y", np.float32, None), tensor_info("i", np.int64, None)])
+    one_d = make_model([oh.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2])],
+                       [tensor_info("x", np.float32, [1, 2, 8])], [tensor_info("y", np.float32, None)])
+    for model in (indices, one_d):
+        graph = import_model(model)
+        assert not ExpandOpsPass().run(graph, ctx)
