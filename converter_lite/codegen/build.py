@@ -14,6 +14,7 @@ exports, one module: what a loader rebuilds from when its CPU lacks the recorded
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -26,7 +27,7 @@ from .errors import UnsupportedOpError
 from .library import KernelLibrary, resolve_target
 from .link import link_shared
 from .lower import check_supported
-from .support import SUPPORT
+from .support import SUPPORT, support_module
 
 CODEGEN_VERSION = "2"
 PLACEHOLDER = "__cl_kernel__"
@@ -94,16 +95,19 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
         exports.append((symbol_for(name), canon))
         specs[name] = kernel_spec(name, graph, parallel)
     t_lower = time.perf_counter()
-    threads = any(s.parallel for s in specs.values()) or bool(SUPPORT)     # the pool needs -pthread
-    exports_ir = str(export_wrappers(exports, pool=threads, support=True))
+    threads = True                         # the support module's thread pool needs -pthread
+    exports_ir = str(export_wrappers(exports))
+    support = support_module()
+    support.triple = tspec.triple
+    support_ir = str(support)
     if not link:
-        ll = _merged_ir(KernelLibrary(tspec), list(texts.values()) + [exports_ir]).encode()
+        ll = _merged_ir(KernelLibrary(tspec), list(texts.values()) + [support_ir, exports_ir]).encode()
         meta = dict(tspec.fingerprint(), codegen_version=CODEGEN_VERSION, so_sha256=None,
                     openmp=threads, support=sorted(SUPPORT), kernels=[s.to_json() for s in specs.values()])
         return NativeBundle({SECTION_LL: ll, SECTION_TARGET: json.dumps(meta, indent=1).encode()}, specs, skipped,
                             {"kernels": len(specs), "unique_kernels": len(texts), "compiled": 0,
                              "total_s": time.perf_counter() - t0})
-    bundle_key = content_key(CODEGEN_VERSION, fingerprint, exports_ir, *sorted(texts))
+    bundle_key = content_key(CODEGEN_VERSION, fingerprint, exports_ir, support_ir, *sorted(texts))
     so = cache.get(bundle_key, ".so")
     ll = cache.get(bundle_key, ".ll")
     compiled = 0
@@ -117,9 +121,15 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
                 compiled += 1
                 cache.put(key, ".o", obj)
             objects.append(obj)
+        support_key = content_key(CODEGEN_VERSION, fingerprint, support_ir)
+        obj = cache.get(support_key, ".o")
+        if obj is None:                    # model-independent: compiled once per target (1-3 s)
+            obj = _compile_support(tspec, support_ir)
+            cache.put(support_key, ".o", obj)
+        objects.append(obj)
         objects.append(lib.compile(exports_ir))
         so = link_shared(objects, openmp=threads, cc=cc)
-        ll = _merged_ir(lib, list(texts.values()) + [exports_ir]).encode()
+        ll = _merged_ir(lib, list(texts.values()) + [support_ir, exports_ir]).encode()
         cache.put(bundle_key, ".so", so)
         cache.put(bundle_key, ".ll", ll)
     meta = dict(tspec.fingerprint(), codegen_version=CODEGEN_VERSION, so_sha256=hashlib.sha256(so).hexdigest(),
@@ -130,6 +140,12 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
     stats = {"kernels": len(specs), "unique_kernels": len(texts), "compiled": compiled,
              "cache_hits": cache.hits, "lower_s": t_lower - t0, "total_s": t_end - t0}
     return NativeBundle(sections, specs, skipped, stats)
+
+
+@functools.lru_cache(maxsize=4)
+def _compile_support(tspec, text: str) -> bytes:
+    """The support module's object, also kept for the process (conversions without a disk cache)."""
+    return KernelLibrary(tspec).compile(text)
 
 
 def _merged_ir(lib: KernelLibrary, texts: list[str]) -> str:

@@ -29,6 +29,16 @@ SUPPORT: dict[str, Callable[[ir.Module], ir.Function]] = {
 SUPPORT_OPS = frozenset({"MatMul", "Gemm", "Conv", "FusedMatMul"})
 
 
+def support_module() -> ir.Module:
+    """A module defining the thread pool (pool.py) and every support function: compiled once per target and
+    CODEGEN_VERSION and kept in the kernel cache (build.py), since it does not depend on the model."""
+    from .pool import emit_pool
+    module = ir.Module(name="support")
+    emit_pool(module)
+    emit_support(module)
+    return module
+
+
 def emit_support(module: ir.Module) -> list[str]:
     """Defines every support function in ``module``; returns their symbols (sorted)."""
     for symbol in sorted(SUPPORT):
