@@ -11,7 +11,8 @@ tests in tests/runtime compare every entry with its reference kernel.
 * data movement: Transpose, Concat, Split, Slice, Expand, Gather, Cast;
 * elementwise (``out=`` numpy ufuncs, in place when the planner allows): the unary/binary tables below,
   Clip, Where, Sigmoid, Erf;
-* Softmax, LayerNormalization (fast_norm.py), MatMul/Gemm (fast_linalg.py), Conv (fast_conv.py), pooling
+* Softmax, LayerNormalization (fast_norm.py), MatMul/Gemm (fast_linalg.py), Conv (fast_conv.py; patch
+  embeddings, kernel = stride, as one GEMM in fast_patch.py), pooling
   (fast_pool.py, MaxPool in fast_maxpool.py) and Pad (fast_pad.py), Resize (nearest)/DepthToSpace/
   SpaceToDepth/Tile as precomputed gathers (fast_gather.py).
 * copies of strided views whose trailing axes are contiguous (Transpose keeping them, Slice/Split parts, Pad's
@@ -31,6 +32,7 @@ from .fast_conv import CONV_FAST
 from .fast_gather import GATHER_FAST
 from .fast_linalg import LINALG_FAST
 from .fast_norm import NORM_FAST
+from .fast_patch import patch_conv
 from .fast_pool import POOL_FAST
 from .lowering import Impl, NodeCtx, ViewOf
 from .runs import run_copy
@@ -336,4 +338,5 @@ FAST = {
     **{op: _binary(fn) for op, fn in BINARY.items()},
     **{op: _compare(fn) for op, fn in COMPARE.items()},
     **NORM_FAST, **LINALG_FAST, **CONV_FAST, **POOL_FAST, **GATHER_FAST,
+    "Conv": patch_conv(CONV_FAST["Conv"]),
 }

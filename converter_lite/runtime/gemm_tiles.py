@@ -68,11 +68,14 @@ def tile_grid(batch: int, m: int, n: int, k: int, nt: int) -> tuple[str, list[tu
     if nt <= 1 or batch * m * n * k < MIN_WORK:
         return axis, [(0, size)], False
     # equal parts (a last short tile would leave one thread idle), each at least ALIGN long; column cuts
-    # at multiples of ALIGN, row cuts anywhere
-    parts = max(1, min(-(-TILES_PER_THREAD * nt // batch), size // ALIGN))
+    # at multiples of ALIGN, row cuts anywhere; the most parts whose span (tiles per thread x tile size) is
+    # within 15% of the shortest
+    most = max(1, min(-(-TILES_PER_THREAD * nt // batch), size // ALIGN))
     unit = ALIGN if axis == "N" else 1
     units = -(-size // unit)
-    cuts = [min(size, i * units // parts * unit) for i in range(parts + 1)]
+    span = {p: -(-batch * p // nt) * -(-units // p) for p in range(1, most + 1)}
+    parts = max(p for p in span if span[p] <= 1.15 * min(span.values()))
+    cuts = [min(size, -(-i * units // parts) * unit) for i in range(parts + 1)]    # larger tiles first
     ranges = [(lo, hi) for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
     return axis, ranges, batch * len(ranges) > 1
 

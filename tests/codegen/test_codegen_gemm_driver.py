@@ -128,6 +128,7 @@ def test_tile_grid(monkeypatch):
     monkeypatch.setattr(gemm_tiles, "TILES_PER_THREAD", 2)
     assert tile_grid(1, 128, 512, 128, 2)[1] == [(0, 128), (128, 256), (256, 384), (384, 512)]
     assert tile_grid(1, 8, 8, 4096, 2)[1] == [(0, 8)]                                  # no dim to split
-    assert tile_grid(1, 101, 96, 384, 2)[1] == [(0, 25), (25, 50), (50, 75), (75, 101)]  # no short last tile
-    assert tile_grid(1, 101, 200, 96, 2)[1] == [(0, 48), (48, 96), (96, 144), (144, 200)]  # columns: ALIGN cuts
+    assert tile_grid(1, 101, 96, 384, 2)[1] == [(0, 26), (26, 51), (51, 76), (76, 101)]  # no short last tile
+    assert tile_grid(1, 101, 200, 96, 2)[1] == [(0, 64), (64, 112), (112, 160), (160, 200)]  # ALIGN cuts
     assert tile_grid(1, 40, 8, 4096, 2)[1] == [(0, 20), (20, 40)]                      # tiles >= ALIGN rows
+    assert tile_grid(1, 64, 96, 512, 2)[1] == [(0, 48), (48, 96)]                      # 6 column units: 3 + 3

@@ -1,0 +1,95 @@
+"""Patch-embedding convolutions (kernel = stride, no padding: the stems of ViT, Swin, ConvNeXt...) as one GEMM.
+
+Such a Conv cuts each image into non-overlapping ``kh x kw`` patches:
+
+    Y[n, m, i, j] = sum over (c, a, b) of W[m, c, a, b] * X[n, c, i*kh + a, j*kw + b]  (+ B[m])
+
+which is ``Yt[n] = P[n] @ Wt`` with the patch matrix ``P[n] = X[n].reshape(C, Ho, kh, Wo, kw).transpose(1, 3, 0,
+2, 4)`` seen as ``[Ho*Wo, C*kh*kw]`` and ``Wt = W.reshape(M, C*kh*kw).T``.  A run is three steps: one strided
+copy of the input into ``P`` (the plan's scratch), one call of the native GEMM tile driver (gemm_tiles.py: rows
+of ``P`` split across the thread pool, the bias prefilled into ``Yt`` by the driver) and one transposed copy of
+``Yt [Ho*Wo, M]`` into the NCHW output.  ``Wt`` is made contiguous once, at load.  Rows and columns of the
+input past the last whole patch are ignored, as the Conv ignores them.
+
+Applies to float32/float64 2-D Convs with constant weights (and bias), ``group = 1``, ``dilations = 1``, zero
+pads and ``strides = kernel_shape`` with at least two taps, when the model's native code carries the GEMM
+driver; every other Conv goes to ``fallback`` (fast_conv.py's factory).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ops.registry import KernelError
+from .gemm_tiles import GEMM_TILES_SYMBOL, gemm_step
+from .lowering import Impl, NodeCtx
+
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+ALIGN = 64
+
+
+def patch_geometry(ctx: NodeCtx) -> tuple[int, int] | None:
+    """``(kh, kw)`` when the node is a patch-embedding Conv this module runs (see the module doc), else None."""
+    x, w, y = ctx.value(0), ctx.value(1), ctx.out()
+    if x is None or w is None or len(x.shape) != 4 or len(w.shape) != 4 or ctx.const(1) is None:
+        return None
+    if x.dtype not in FLOATS or w.dtype != x.dtype or y.dtype != x.dtype or len(ctx.outs) != 1:
+        return None
+    b = ctx.value(2)
+    if b is not None and (ctx.const(2) is None or b.dtype != x.dtype or tuple(b.shape) != (w.shape[0],)):
+        return None
+    a = ctx.attrs
+    kh, kw = (int(k) for k in a.get("kernel_shape", w.shape[2:]))
+    if (kh, kw) != tuple(w.shape[2:]) or kh * kw < 2 or int(a.get("group", 1)) != 1 or w.shape[1] != x.shape[1]:
+        return None
+    if tuple(int(s) for s in a.get("strides", (1, 1))) != (kh, kw) \
+            or any(int(d) != 1 for d in a.get("dilations", (1, 1))) \
+            or any(int(p) != 0 for p in a.get("pads", (0, 0, 0, 0))) \
+            or a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID", b"NOTSET", b"VALID"):
+        return None
+    n, c, h, wd = x.shape
+    if h < kh or wd < kw or tuple(y.shape) != (n, w.shape[0], h // kh, wd // kw):
+        return None
+    return kh, kw
+
+
+def patch_conv(fallback):
+    """A Conv factory: the patch GEMM when it applies, else ``fallback(ctx)``."""
+    def factory(ctx: NodeCtx):
+        geo = patch_geometry(ctx)
+        addr = ctx.native(GEMM_TILES_SYMBOL) if geo is not None else None
+        if not addr:
+            return fallback(ctx)
+        return _impl(ctx, addr, *geo)
+    return factory
+
+
+def _impl(ctx: NodeCtx, addr: int, kh: int, kw: int) -> Impl:
+    n, c, h, wd = ctx.value(0).shape
+    w = ctx.const(1)
+    m = w.shape[0]
+    ho, wo = h // kh, wd // kw
+    k = c * kh * kw
+    dt = w.dtype
+    wt = np.ascontiguousarray(w.reshape(m, k).T)
+    bias = ctx.const(2) if ctx.value(2) is not None else None
+    p_bytes = -(-n * ho * wo * k * dt.itemsize // ALIGN) * ALIGN
+    y_bytes = n * ho * wo * m * dt.itemsize
+
+    def bind(ins, outs, ws, nt=1):
+        x, y = ins[0], outs[0]
+        p = ws[:p_bytes].view(dt)[:n * ho * wo * k].reshape(n, ho, wo, c, kh, kw)
+        yt = ws[p_bytes:p_bytes + y_bytes].view(dt).reshape(n, ho * wo, m)
+        src = x[:, :, :ho * kh, :wo * kw].reshape(n, c, ho, kh, wo, kw).transpose(0, 2, 4, 1, 3, 5)
+        gemm = gemm_step(addr, p.reshape(n, ho * wo, k), wt, yt, nt, 1.0, 0.0 if bias is None else 1.0, bias)
+        if gemm is None:
+            raise KernelError("Conv: the patch GEMM does not take these operands")
+        out = y.reshape(n, m, ho * wo)
+        back = yt.transpose(0, 2, 1)
+
+        def run():
+            np.copyto(p, src)
+            gemm()
+            np.copyto(out, back)
+        run.tiles = gemm.tiles                          # (what the step runs, for tests and tools)
+        return run
+    return Impl(bind=bind, workspace=p_bytes + y_bytes)
