@@ -17,13 +17,14 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from .conv_direct import DIRECT_SYMBOL, emit_conv_direct
+from .conv_pointwise import POINTWISE_SYMBOL, emit_conv_pointwise
 from .conv_driver import CONV_SYMBOLS, emit_conv_f32, emit_conv_f64
 from .gemm_driver import GEMM_TILES_SYMBOL, emit_gemm_tiles
 
 SUPPORT: dict[str, Callable[[ir.Module], ir.Function]] = {
     GEMM_TILES_SYMBOL: emit_gemm_tiles,
     CONV_SYMBOLS["float32"]: emit_conv_f32, CONV_SYMBOLS["float64"]: emit_conv_f64,
-    DIRECT_SYMBOL: emit_conv_direct,
+    DIRECT_SYMBOL: emit_conv_direct, POINTWISE_SYMBOL: emit_conv_pointwise,
 }
 
 SUPPORT_OPS = frozenset({"MatMul", "Gemm", "Conv", "FusedMatMul"})

@@ -1,5 +1,6 @@
-"""runtime/conv_direct.py + codegen/conv_direct.py: dense float32 Conv through the direct (register-tiled,
-no im2col) driver, against the reference kernel on 1, 2 and 3 threads, with the 16- and 32-register tile sets:
+"""runtime/conv_direct.py + codegen/conv_direct.py, codegen/conv_pointwise.py: dense float32 Conv through the
+direct (register-tiled, no im2col) drivers, against the reference kernel on 1, 2 and 3 threads, with the 16- and
+32-register tile sets, 1x1 convolutions through both the pointwise and the direct driver:
 strides 1/2 (mixed), asymmetric and absorbed pads, dilations, groups, batches, channel counts that are not
 multiples of 16, output widths/heights that leave partial tiles, bias or not, Relu/Clip and residual epilogues,
 NaN/inf propagation; and a converted model against onnxruntime."""
@@ -28,12 +29,27 @@ EXTRA_CASES = [  # x shape, w shape, attrs
     ((1, 4, 11, 30), (6, 4, 3, 3), {"strides": (2, 1), "pads": (1, 1, 1, 1)}),   # row stride only
     ((1, 6, 10, 10), (8, 6, 3, 3), {"strides": (1, 2), "dilations": (2, 2)}),     # no pads, dilated, strided
 ]
-ALL = CASES + EXTRA_CASES
+POINTWISE_CASES = [
+    ((1, 8, 40, 40), (48, 8, 1, 1), {}),                                          # 1600 pixels: 25 blocks
+    ((2, 12, 9, 11), (15, 4, 1, 1), {"group": 3}),
+    ((1, 160, 5, 5), (70, 160, 1, 1), {}),
+    ((1, 3, 1, 1), (7, 3, 1, 1), {}),
+    ((1, 16, 8, 8), (6, 16, 1, 1), {}),
+]
+ALL = CASES + EXTRA_CASES + POINTWISE_CASES
+DESCS = (len(conv_direct.FIELDS) + conv_direct.EXTRA, len(conv_direct.PointwiseConv.FIELDS) + 1)
 
 
 @pytest.fixture(params=[True, False], ids=["wide", "narrow"])
 def wide(request, monkeypatch):
     monkeypatch.setattr(conv_direct, "wide_vectors", lambda library: request.param)
+    return request.param
+
+
+@pytest.fixture(params=[True, False], ids=["pointwise", "direct"])
+def pointwise(request, monkeypatch):
+    """1x1 convolutions through the pointwise driver, or all through the direct one."""
+    monkeypatch.setattr(conv_direct, "pointwise_pays", lambda geo, wide: request.param)
     return request.param
 
 
@@ -46,12 +62,12 @@ def _check(resolver, x, w, b, attrs, pad=None, threads=(1, 2, 3)):
             got = plan.execute([x], num_threads=nt)[0]
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
         descs = [getattr(c, "conv_desc", None) for c in plan._free[-1].calls(nt)]
-        assert any(d is not None and len(d) == len(conv_direct.FIELDS) + conv_direct.EXTRA for d in descs)
+        assert any(d is not None and len(d) in DESCS for d in descs)
 
 
 @pytest.mark.parametrize("case", range(len(ALL)))
 @pytest.mark.parametrize("bias", [True, False])
-def test_against_reference(resolver, wide, case, bias):
+def test_against_reference(resolver, wide, pointwise, case, bias):
     xs, ws, attrs = ALL[case]
     if attrs.get("strides", (1, 1))[1] not in (1, 2):
         pytest.skip("column stride 3: the im2col driver's case")
@@ -85,12 +101,23 @@ def test_other_column_strides_and_float64_use_other_paths(resolver):
     plan = Plan(g, resolver, num_threads=1, adaptive=False)
     np.testing.assert_allclose(plan.execute([x])[0], eval_graph(g, [x])[0], rtol=1e-4, atol=1e-4)
     descs = [getattr(c, "conv_desc", None) for c in plan._free[-1].calls(1)]
-    assert all(d is None or len(d) != len(conv_direct.FIELDS) + conv_direct.EXTRA for d in descs)
+    assert all(d is None or len(d) not in DESCS for d in descs)
 
 
-def test_record_layout_matches_the_driver():
+def test_record_layouts_match_the_drivers():
+    from converter_lite.codegen import conv_pointwise
     assert conv_direct.FIELDS == codegen_direct.FIELDS and conv_direct.SYMBOL == codegen_direct.DIRECT_SYMBOL
     assert conv_direct.VL == codegen_direct.VL
+    assert conv_direct.PointwiseConv.FIELDS == conv_pointwise.FIELDS
+    assert conv_direct.PointwiseConv.MR == conv_pointwise.MR
+    assert conv_direct.POINTWISE_SYMBOL == conv_pointwise.POINTWISE_SYMBOL
+
+
+def test_pointwise_choice():
+    from types import SimpleNamespace
+    geo = lambda c, h, w: SimpleNamespace(c=c, group=1, h=h, w=w)      # noqa: E731
+    assert conv_direct.pointwise_pays(geo(8, 40, 40), True)
+    assert not conv_direct.pointwise_pays(geo(160, 5, 5), True)
 
 
 def test_transpose_is_a_transpose():
@@ -145,7 +172,8 @@ def test_model_with_epilogues_against_onnxruntime(tmp_path):
         np.testing.assert_allclose(m.run(feeds)["y"], want, rtol=1e-4, atol=1e-4)
     steps = m.plan.program.steps
     assert [s.node.op for s in steps] == ["Conv"] * 4, [s.node.op for s in steps]
-    at = conv_direct.FIELDS.index
     descs = [c.conv_desc for c in m.plan._free[-1].calls(2) if hasattr(c, "conv_desc")]
-    assert [(int(d[at("clamp")]), bool(d[at("residual")])) for d in descs] == [(1, False), (1, True), (0, False),
-                                                                                (1, False)]
+    fields = [conv_direct.FIELDS] * 3 + [conv_direct.PointwiseConv.FIELDS]       # the last is a 1x1 on 9x9
+    got = [(int(d[f.index("clamp")]), bool(d[f.index("residual")])) for d, f in zip(descs, fields)]
+    assert got == [(1, False), (1, True), (0, False), (1, False)], got
+    assert [len(d) for d in descs] == [DESCS[0]] * 3 + [DESCS[1]]

@@ -1,0 +1,213 @@
+"""The pointwise convolution driver: 1x1, stride 1, unpadded float32 Conv as a register-tiled product vectorised
+over pixels (a support function).
+
+    void cl_conv1x1_v1_f32(i8* desc, i64 nthreads)
+
+A 1x1 convolution of an NCHW image is ``Y[m, p] = bias[m] + sum_c W[m, c] * X[c, p]`` over the ``P = H*W``
+contiguous pixels of each channel plane.  The weights are packed (by the runtime, once) in blocks of ``MR``
+output channels, ``wpk[g][mblock][c][MR]`` (zero rows past the group's channels), and a *microkernel* keeps
+``MR x NV`` vectors of 16 pixels in registers:
+
+    for c in 0..C/G:   x_v = X[c, p0 + 16v ...]                (NV vector loads)
+                       for i < mr: acc[i][v] += W[m0+i, c] * x_v  (broadcast scalar, mr * NV FMAs)
+
+then adds the residual (an array shaped like Y, when present), clamps (Relu/Clip; NaN stays NaN) and stores
+straight into the NCHW output: no transposes, unlike the channel-vectorised direct driver (conv_direct.py)
+whose epilogue dominates when a 1x1 convolution has few input channels.  A block of pixels stays in L1 while
+every output-channel block reads it.  The last pixel block of a plane uses the masked microkernel.
+``wide`` (AVX-512: 32 registers) selects ``NV = 4`` (64 pixels), else 1.  Chunks of the pool are runs of
+pixel blocks of one (image, group), about ``CHUNKS_PER_THREAD`` per thread.
+
+Record (i64 fields, ``FIELDS``): ``n c m group p`` (p = H*W), ``x y wpk bpk`` addresses (bpk: ``[g][nmb*MR]``
+floats, zeros when there is no bias), ``nmb`` channel blocks per group, ``residual`` (0 or an address),
+``clamp lo hi`` (float64 bit patterns), ``wide``; then one word the entry point writes (blocks per chunk).
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .conv_direct import FLAG_CLAMP, FLAG_RESIDUAL, _cdiv, _intrinsics, _min, _splat, _splat_bool
+from .loops import for_range, loop_id
+from .pool import BODY_TYPE, declare_pool
+from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I32, I64, VOID
+
+POINTWISE_SYMBOL = "cl_conv1x1_v1_f32"
+FIELDS = ("n", "c", "m", "group", "p", "x", "y", "wpk", "bpk", "nmb", "residual", "clamp", "lo", "hi", "wide")
+_F = {name: i for i, name in enumerate(FIELDS)}
+MR = 6                              # output channels per packed block
+VL = 16
+NV = {True: 4, False: 1}            # wide -> pixel vectors per tile
+CHUNKS_PER_THREAD = 4
+
+FP = F32.as_pointer()
+VEC = ir.VectorType(F32, VL)
+VECP = VEC.as_pointer()
+I64P = I64.as_pointer()
+MK_TYPE = ir.FunctionType(VOID, [FP, I64, FP, I64, FP, FP, FP, I64, F32, F32, I64])
+# microkernel(x, P, w, K, bias, y, res, flags, lo, hi, npix)
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+def microkernel(module: ir.Module, mr: int, nv: int, masked: bool) -> ir.Function:
+    """``cl_conv1x1.mk<mr>x<nv>[m]``: ``mr`` output channels x ``nv`` vectors of pixels (masked to ``npix``
+    pixels when ``masked``)."""
+    name = f"cl_conv1x1.mk{mr}x{nv}{'m' if masked else ''}"
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    fma, mload, mstore = _intrinsics(module)
+    fn = ir.Function(module, MK_TYPE, name)
+    fn.linkage = "internal"
+    x, pp, w, kk, bias, y, res, flags, lo, hi, npix = fn.args
+    for a in (x, w, bias, y, res):
+        a.add_attribute("noalias")
+    entry = fn.append_basic_block("entry")
+    head, body, done = (fn.append_basic_block(n) for n in ("k.head", "k.body", "k.done"))
+    b = ir.IRBuilder(entry)
+    iota = ir.Constant(ir.VectorType(I32, VL), list(range(VL)))
+    n32 = b.trunc(npix, I32)
+    nsplat = b.shuffle_vector(b.insert_element(ir.Constant(ir.VectorType(I32, VL), None), n32, ir.Constant(I32, 0)),
+                              ir.Constant(ir.VectorType(I32, VL), None),
+                              ir.Constant(ir.VectorType(I32, VL), [0] * VL))
+    masks = [b.icmp_signed("<", b.add(iota, ir.Constant(ir.VectorType(I32, VL), [v * VL] * VL)), nsplat)
+             for v in range(nv)] if masked else None
+    zero = ir.Constant(VEC, None)
+    init = [_splat(b, b.load(b.gep(bias, [_c(i)]))) for i in range(mr)]
+    b.branch(head)
+    b.position_at_end(head)
+    k = b.phi(I64, "k")
+    k.add_incoming(_c(0), entry)
+    accs = {}
+    for i in range(mr):
+        for v in range(nv):
+            phi = b.phi(VEC, f"acc{i}_{v}")
+            phi.add_incoming(init[i], entry)
+            accs[i, v] = phi
+    b.cbranch(b.icmp_signed("<", k, kk), body, done)
+    b.position_at_end(body)
+    row = b.gep(x, [b.mul(k, pp)])
+
+    def vload(base, v, mask_ok=True):
+        ptr = b.bitcast(b.gep(base, [_c(v * VL)]), VECP)
+        if masked and mask_ok:
+            return b.call(mload, [ptr, ir.Constant(I32, 4), masks[v], zero])
+        return b.load(ptr, align=4)
+
+    xv = [vload(row, v) for v in range(nv)]
+    wk = b.gep(w, [b.mul(k, _c(MR))])
+    for i in range(mr):
+        s = _splat(b, b.load(b.gep(wk, [_c(i)])))
+        for v in range(nv):
+            accs[i, v].add_incoming(b.call(fma, [s, xv[v], accs[i, v]]), body)
+    k.add_incoming(b.add(k, _c(1), flags=("nsw", "nuw")), body)
+    b.branch(head).set_metadata("llvm.loop", loop_id(module, {"llvm.loop.unroll.disable": None}))
+    b.position_at_end(done)
+    has_res = b.icmp_signed("!=", b.and_(flags, _c(FLAG_RESIDUAL)), _c(0))
+    do_clamp = b.icmp_signed("!=", b.and_(flags, _c(FLAG_CLAMP)), _c(0))
+    lov, hiv = _splat(b, lo), _splat(b, hi)
+    rflag = _splat_bool(b, has_res)
+    for i in range(mr):
+        yrow, rrow = b.gep(y, [b.mul(_c(i), pp)]), b.gep(res, [b.mul(_c(i), pp)])
+        for v in range(nv):
+            rmask = b.and_(masks[v], rflag) if masked else rflag
+            rptr = b.bitcast(b.gep(rrow, [_c(v * VL)]), VECP)
+            val = b.fadd(accs[i, v], b.call(mload, [rptr, ir.Constant(I32, 4), rmask, zero]))
+            cl = b.select(b.fcmp_ordered("<", val, lov), lov, val)
+            cl = b.select(b.fcmp_ordered(">", cl, hiv), hiv, cl)
+            val = b.select(do_clamp, cl, val)
+            dst = b.bitcast(b.gep(yrow, [_c(v * VL)]), VECP)
+            if masked:
+                b.call(mstore, [val, dst, ir.Constant(I32, 4), masks[v]])
+            else:
+                b.store(val, dst, align=4)
+    b.ret_void()
+    return fn
+
+
+def _table(module: ir.Module) -> ir.GlobalVariable:
+    """Microkernel pointers indexed ``[wide][masked][mr - 1]``."""
+    entries = [microkernel(module, mr, NV[wide], masked)
+               for wide in (False, True) for masked in (False, True) for mr in range(1, MR + 1)]
+    ty = ir.ArrayType(MK_TYPE.as_pointer(), len(entries))
+    g = ir.GlobalVariable(module, ty, "cl_conv1x1.table")
+    g.linkage = "internal"
+    g.global_constant = True
+    g.initializer = ir.Constant(ty, entries)
+    return g
+
+
+def _field(b: ir.IRBuilder, d: ir.Value, name: str) -> ir.Value:
+    return b.load(b.gep(d, [_c(_F[name])]), name=name)
+
+
+def _emit_body(module: ir.Module, table: ir.GlobalVariable) -> ir.Function:
+    fn = ir.Function(module, BODY_TYPE, f"{POINTWISE_SYMBOL}.blocks")
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    d = b.bitcast(fn.args[0], I64P)
+    f = {name: _field(b, d, name) for name in FIELDS}
+    wide = b.icmp_signed("!=", f["wide"], _c(0))
+    pix = b.select(wide, _c(NV[True] * VL), _c(NV[False] * VL))
+    pp, group = f["p"], f["group"]
+    npb = _cdiv(b, pp, pix)
+    bpc = b.load(b.gep(d, [_c(len(FIELDS))]))                          # pixel blocks per chunk
+    cpu = _cdiv(b, npb, bpc)
+    chunk = fn.args[1]
+    ci, unit = b.srem(chunk, cpu), b.sdiv(chunk, cpu)
+    g, n = b.srem(unit, group), b.sdiv(unit, group)
+    cg, mg = b.sdiv(f["c"], group), b.sdiv(f["m"], group)
+    xg = b.gep(b.inttoptr(f["x"], FP), [b.mul(b.add(b.mul(n, f["c"]), b.mul(g, cg)), pp)])
+    yoff = b.mul(b.add(b.mul(n, f["m"]), b.mul(g, mg)), pp)
+    yg = b.gep(b.inttoptr(f["y"], FP), [yoff])
+    has_res = b.icmp_unsigned("!=", f["residual"], _c(0))
+    rg = b.select(has_res, b.gep(b.inttoptr(f["residual"], FP), [yoff]), yg)      # yg: never read
+    nmb = f["nmb"]
+    wg = b.gep(b.inttoptr(f["wpk"], FP), [b.mul(b.mul(g, nmb), b.mul(cg, _c(MR)))])
+    bg = b.gep(b.inttoptr(f["bpk"], FP), [b.mul(b.mul(g, nmb), _c(MR))])
+    flags = b.or_(b.select(b.icmp_signed("!=", f["clamp"], _c(0)), _c(FLAG_CLAMP), _c(0)),
+                  b.select(has_res, _c(FLAG_RESIDUAL), _c(0)))
+    lo = b.fptrunc(b.bitcast(f["lo"], F64), F32)
+    hi = b.fptrunc(b.bitcast(f["hi"], F64), F32)
+    tab = b.bitcast(table, MK_TYPE.as_pointer().as_pointer())
+    base = b.select(wide, _c(2 * MR), _c(0))
+    b0 = b.mul(ci, bpc)
+    with for_range(b, b0, _min(b, b.add(b0, bpc), npb), "pb") as pb:
+        p0 = b.mul(pb, pix)
+        npix = _min(b, pix, b.sub(pp, p0))
+        masked = b.icmp_signed("<", npix, pix)
+        xin = b.gep(xg, [p0])
+        with for_range(b, 0, nmb, "mb") as mb:
+            m0 = b.mul(mb, _c(MR))
+            mr = _min(b, _c(MR), b.sub(mg, m0))
+            idx = b.add(b.add(base, b.select(masked, _c(MR), _c(0))), b.sub(mr, _c(1)))
+            mk = b.load(b.gep(tab, [idx]))
+            off = b.add(b.mul(m0, pp), p0)
+            b.call(mk, [xin, pp, b.gep(wg, [b.mul(mb, b.mul(cg, _c(MR)))]), cg, b.gep(bg, [m0]),
+                        b.gep(yg, [off]), b.gep(rg, [off]), flags, lo, hi, npix])
+    b.ret_void()
+    return fn
+
+
+def emit_conv_pointwise(module: ir.Module) -> ir.Function:
+    """Defines ``cl_conv1x1_v1_f32(i8* desc, i64 nthreads)`` (see the module doc) in ``module``."""
+    body = _emit_body(module, _table(module))
+    pool = declare_pool(module)
+    fn = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR, I64]), POINTWISE_SYMBOL)
+    desc, nthreads = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    d = b.bitcast(desc, I64P)
+    nt = b.select(b.icmp_signed("<", nthreads, _c(1)), _c(1), nthreads)
+    wide = b.icmp_signed("!=", _field(b, d, "wide"), _c(0))
+    pix = b.select(wide, _c(NV[True] * VL), _c(NV[False] * VL))
+    npb = _cdiv(b, _field(b, d, "p"), pix)
+    units = b.mul(_field(b, d, "n"), _field(b, d, "group"))
+    per_unit = _cdiv(b, b.mul(nt, _c(CHUNKS_PER_THREAD)), units)
+    per_unit = _min(b, b.select(b.icmp_signed("<", per_unit, _c(1)), _c(1), per_unit), npb)
+    bpc = _cdiv(b, npb, per_unit)
+    b.store(bpc, b.gep(d, [_c(len(FIELDS))]))
+    b.call(pool, [body, b.bitcast(desc, BYTE_PTR_PTR), b.mul(units, _cdiv(b, npb, bpc)), nt])
+    b.ret_void()
+    return fn
