@@ -176,7 +176,7 @@ def wide_vectors(library) -> bool:
 
 def native_direct(ctx, geo, w: np.ndarray, bias):
     """A PointwiseConv or DirectConv for ``ctx``'s Conv, or None (see the module doc)."""
-    if not applies(geo):
+    if not applies(geo) or ctx.library is None:
         return None
     wide = wide_vectors(ctx.library)
     if geo.pointwise and pointwise_pays(geo, wide):
