@@ -27,7 +27,7 @@ from .errors import UnsupportedOpError
 from .library import KernelLibrary, resolve_target
 from .link import link_shared
 from .lower import check_supported
-from .support import SUPPORT, support_module
+from .support import SUPPORT, support_module, support_source_key
 
 CODEGEN_VERSION = "2"
 PLACEHOLDER = "__cl_kernel__"
@@ -97,9 +97,7 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
     t_lower = time.perf_counter()
     threads = True                         # the support module's thread pool needs -pthread
     exports_ir = str(export_wrappers(exports))
-    support = support_module()
-    support.triple = tspec.triple
-    support_ir = str(support)
+    support_ir = _support_ir(tspec.triple, cache)
     if not link:
         ll = _merged_ir(KernelLibrary(tspec), list(texts.values()) + [support_ir, exports_ir]).encode()
         meta = dict(tspec.fingerprint(), codegen_version=CODEGEN_VERSION, so_sha256=None,
@@ -140,6 +138,25 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
     stats = {"kernels": len(specs), "unique_kernels": len(texts), "compiled": compiled,
              "cache_hits": cache.hits, "lower_s": t_lower - t0, "total_s": t_end - t0}
     return NativeBundle(sections, specs, skipped, stats)
+
+
+def _support_ir(triple: str, cache: KernelCache) -> str:
+    """The support module's IR text: from the process memo, the disk cache (keyed by the sources it comes
+    from), or emitted."""
+    key = content_key(CODEGEN_VERSION, triple, support_source_key())
+    text = _SUPPORT_IR.get(key)
+    if text is None:
+        data = cache.get(key, ".support.ll")
+        if data is None:
+            module = support_module()
+            module.triple = triple
+            data = str(module).encode()
+            cache.put(key, ".support.ll", data)
+        text = _SUPPORT_IR[key] = data.decode()
+    return text
+
+
+_SUPPORT_IR: dict[str, str] = {}                # process memo of _support_ir
 
 
 @functools.lru_cache(maxsize=4)

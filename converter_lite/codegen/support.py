@@ -30,6 +30,22 @@ SUPPORT: dict[str, Callable[[ir.Module], ir.Function]] = {
 SUPPORT_OPS = frozenset({"MatMul", "Gemm", "Conv", "FusedMatMul"})
 
 
+def support_source_key() -> str:
+    """What the support module's IR depends on: the code generator's sources and the SUPPORT table (symbols and
+    emitters), so a cached copy of the IR is found without emitting it (emitting takes ~2 s)."""
+    import hashlib
+    import os
+    h = hashlib.sha256()
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in sorted(os.listdir(here)):
+        if name.endswith(".py"):
+            with open(os.path.join(here, name), "rb") as f:
+                h.update(name.encode() + b"\0" + f.read())
+    for symbol, emit in sorted(SUPPORT.items()):
+        h.update(f"{symbol}={emit.__module__}.{emit.__qualname__}".encode())
+    return h.hexdigest()
+
+
 def support_module() -> ir.Module:
     """A module defining the thread pool (pool.py) and every support function: compiled once per target and
     CODEGEN_VERSION and kept in the kernel cache (build.py), since it does not depend on the model."""
