@@ -180,6 +180,21 @@ def _micro(quick: bool, threads: int, enabled: bool) -> tuple[dict | None, tuple
         return None, shape
 
 
+def _conversion(enabled: bool) -> list[str]:
+    """The conversion-time section (tools/bench_convert.py: cold vs warm kernel cache), or [] when skipped."""
+    if not enabled:
+        return []
+    from . import bench_convert
+    try:
+        result = bench_convert.measure()
+    except Exception as e:  # noqa: BLE001 - no C compiler...: the model table still stands
+        print(f"conversion timing failed: {_short(e)}")
+        return []
+    text = bench_convert.lines(result)
+    print("\n".join(text))
+    return text
+
+
 def method_lines(args, budget: Budget, with_openvino: bool) -> list[str]:
     return [
         f"- Engines: converter_lite at opt_level {' and '.join(map(str, LEVELS))} (converted once per level, loaded "
@@ -260,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             print(_model_line(r), flush=True)
             results.append(r)
     micro, shape = _micro(args.quick, args.threads, args.micro)
+    conversion = _conversion(args.micro and not args.quick)
     table = table_lines(results, with_openvino)
     summary = summary_lines(results)
     targets = target_lines([r for r in results if r.group != "zoo"], TRANSFORMERS)
@@ -277,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
             extra["openvino"] = engines_version("openvino")
         text = results_markdown(table, summary, micro_lines(micro, shape, args.threads),
                                 machine_lines(args.threads, extra, load_at_start),
-                                method_lines(args, budget, with_openvino), targets)
+                                method_lines(args, budget, with_openvino), targets, conversion)
         write_atomic(out, text)
         print(f"wrote {out}")
     return 1 if any(r.error for r in results) else 0

@@ -207,7 +207,7 @@ def loadavg() -> str:
 
 
 def results_markdown(table: list[str], summary: list[str], micro: list[str], machine: list[str],
-                     method: list[str], targets: list[str] = ()) -> str:
+                     method: list[str], targets: list[str] = (), conversion: list[str] = ()) -> str:
     parts = ["# `make bench` results", "",
              ("Written by `python -m converter_lite.tools.bench` (`make bench`); numbers from one run on the "
              "machine below.  Latencies in ms: median (p90)."), "",
@@ -215,6 +215,7 @@ def results_markdown(table: list[str], summary: list[str], micro: list[str], mac
              "## Models", *table, "", *summary, "",
              "## Targets (issue 5)", *targets, "",
              "## Fused elementwise micro-benchmark", *micro, "",
+             *(["## Conversion time", *conversion, ""] if conversion else []),
              "## Method", *method, ""]
     return "\n".join(parts)
 
