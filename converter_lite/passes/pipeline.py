@@ -54,7 +54,8 @@ DEFAULT_PIPELINE: tuple[StageSpec, ...] = (
            # opt-in: enable_pass=... or "on" in the fusion switch file.
            P("attention_fusion", NEVER), P("matmul_elem_biasadd_fusion", NEVER),
            P("matmul_elem_relu_fusion", NEVER), P("matmul_elem_gelu_fusion", NEVER),
-           P("add_layer_norm_fusion", NEVER), P("add_rms_norm_fusion", NEVER)),
+           P("add_layer_norm_fusion", NEVER), P("add_rms_norm_fusion", NEVER),
+           P("conv1d_as_conv2d", 2)),       # 1-D Convs on the runtime's 2-D convolution paths
     _stage("expand",
            P("graph_kernel_expander", 1), P("graph_kernel_op_combiner", 3)),
     _stage("cluster",
@@ -98,7 +99,7 @@ from . import empty  # noqa: F401
 from . import expand  # noqa: E402,F401  (graph_kernel_expander)
 from .fuse import cluster, redundant_output  # noqa: E402,F401  (graph_kernel_cluster, eliminate_redundant_output)
 from .simplify import arith, constant_fold, cse, transform_op  # noqa: E402,F401  (opt_level 2 simplify)
-from .rewrite import (add_layer_norm, add_rms_norm, attention, conv_bn, gelu, layer_norm,  # noqa: E402,F401
+from .rewrite import (add_layer_norm, add_rms_norm, attention, conv1d, conv_bn, gelu, layer_norm,  # noqa: E402,F401
                       matmul_biasadd, matmul_gelu, matmul_relu, shape_reshape, split_concat, transpose_matmul)
 from .fuse import parallel, stitch  # noqa: E402,F401  (opt_level 3 stitch/parallel fusion)
 from . import combine, recompute  # noqa: E402,F401  (op combiner, recompute fusion)
