@@ -174,17 +174,8 @@ def microkernel(module: ir.Module, ocv: int, rows: int, cols: int, sw: int) -> i
     bases = [b.gep(x, [b.mul(_c(r), rowstride)]) for r in range(rows)]
     wblk = [b.gep(w, [b.mul(_c(o), wstride)]) for o in range(ocv)]
     init = [b.load(b.bitcast(b.gep(bias, [_c(o * VL)]), VECP), align=4) for o in range(ocv)]
-    b.branch(head)
-    b.position_at_end(head)
-    k = b.phi(I64, "k")
-    k.add_incoming(_c(0), entry)
-    accs = {}
-    for o in range(ocv):
-        for r in range(rows):
-            for q in range(cols):
-                phi = b.phi(VEC, f"acc{o}_{r}_{q}")
-                phi.add_incoming(init[o], entry)
-                accs[o, r, q] = phi
+    k, accs = tap_loop_head(b, head, entry,
+                            {(o, r, q): init[o] for o in range(ocv) for r in range(rows) for q in range(cols)})
     b.cbranch(b.icmp_signed("<", k, kk), body, done)
     b.position_at_end(body)
     off = b.load(b.gep(koff, [k]))
@@ -208,6 +199,21 @@ def microkernel(module: ir.Module, ocv: int, rows: int, cols: int, sw: int) -> i
                 b.call(store, [t, count, _c(cols), b.gep(y, [off_y]), ys_m, b.gep(res, [off_y]), flags, lo, hi])
     b.ret_void()
     return fn
+
+
+def tap_loop_head(b: ir.IRBuilder, head: ir.Block, entry: ir.Block, init: dict) -> tuple[ir.Value, dict]:
+    """Branches from ``entry`` to ``head`` and emits there the loop counter (from 0) and one accumulator phi per
+    key of ``init`` (starting at its value); the body adds the incoming values."""
+    b.branch(head)
+    b.position_at_end(head)
+    k = b.phi(I64, "k")
+    k.add_incoming(_c(0), entry)
+    accs = {}
+    for key, start in init.items():
+        phi = b.phi(VEC, "acc" + "_".join(map(str, key)))
+        phi.add_incoming(start, entry)
+        accs[key] = phi
+    return k, accs
 
 
 def _table(module: ir.Module, sw: int) -> tuple[ir.GlobalVariable, int, int]:
@@ -272,7 +278,6 @@ def _emit_compute(module: ir.Module) -> ir.Function:
     chunk = fn.args[1]
     ocv_max, rr, qq, nseg, nrow, nsb = _tiling(b, f)
     tiles = b.mul(nrow, nseg)
-    units = b.mul(b.mul(f["n"], f["group"]), nsb)
     tpc = b.load(b.gep(b.bitcast(fn.args[0], I64P), [_c(len(FIELDS))]))      # written by the entry point
     cpu = _cdiv(b, tiles, tpc)
     ci, unit = b.srem(chunk, cpu), b.sdiv(chunk, cpu)
@@ -392,7 +397,7 @@ def emit_conv_direct(module: ir.Module) -> ir.Function:
         per = _cdiv(b, planes, b.mul(nt, _c(2)))
         b.store(per, b.gep(d, [_c(len(FIELDS) + 1)]))
         b.call(pool, [pad, bufs, _cdiv(b, planes, per), nt])
-    _, rr, qq, nseg, nrow, nsb = _tiling(b, f)
+    _, _, _, nseg, nrow, nsb = _tiling(b, f)
     tiles = b.mul(nrow, nseg)
     units = b.mul(b.mul(f["n"], f["group"]), nsb)
     tpc, cpu = _chunking(b, f, nt, tiles, units)

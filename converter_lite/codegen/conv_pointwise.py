@@ -26,7 +26,16 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .conv_direct import FLAG_CLAMP, FLAG_RESIDUAL, _cdiv, _intrinsics, _min, _splat, _splat_bool
+from .conv_direct import (
+    FLAG_CLAMP,
+    FLAG_RESIDUAL,
+    _cdiv,
+    _intrinsics,
+    _min,
+    _splat,
+    _splat_bool,
+    tap_loop_head,
+)
 from .loops import for_range, loop_id
 from .pool import BODY_TYPE, declare_pool
 from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I32, I64, VOID
@@ -76,16 +85,7 @@ def microkernel(module: ir.Module, mr: int, nv: int, masked: bool) -> ir.Functio
              for v in range(nv)] if masked else None
     zero = ir.Constant(VEC, None)
     init = [_splat(b, b.load(b.gep(bias, [_c(i)]))) for i in range(mr)]
-    b.branch(head)
-    b.position_at_end(head)
-    k = b.phi(I64, "k")
-    k.add_incoming(_c(0), entry)
-    accs = {}
-    for i in range(mr):
-        for v in range(nv):
-            phi = b.phi(VEC, f"acc{i}_{v}")
-            phi.add_incoming(init[i], entry)
-            accs[i, v] = phi
+    k, accs = tap_loop_head(b, head, entry, {(i, v): init[i] for i in range(mr) for v in range(nv)})
     b.cbranch(b.icmp_signed("<", k, kk), body, done)
     b.position_at_end(body)
     row = b.gep(x, [b.mul(k, pp)])

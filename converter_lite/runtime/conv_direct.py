@@ -12,7 +12,7 @@ conv_native.py's im2col + BLAS driver and then fast_conv.py's numpy paths are th
 At load the weights ``[M, C/G, kh, kw]`` are packed once into blocks of 16 output channels
 ``[G, nblk, K, 16]`` (``K = C/G*kh*kw`` taps, zero-padded channels), the bias into ``[G, nblk, 16]``, and the
 input offset of every tap into ``koff[K]``.  A bound step is one foreign call on a record (``FIELDS``).  The
-epilogue hook takes over a following Relu/Clip and residual Add exactly as conv_native.NativeConv does.
+epilogue hook (conv_native.EpilogueHook) takes over a following Relu/Clip and residual Add.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import ctypes
 
 import numpy as np
 
-from .conv_native import _bits, _epilogue_of
+from .conv_native import EpilogueHook, _bits
 from .native import host_cpu_flags
 
 SYMBOL = "cl_conv2d_direct_v1_f32"
@@ -62,22 +62,6 @@ def pack_bias(bias, m: int, group: int, nblk: int) -> np.ndarray:
     return out.reshape(group, nblk, VL)
 
 
-class _Epilogue:
-    """The ``Impl.epilogue`` hook of both drivers: takes over a following Relu/Clip and residual Add."""
-    clamp, residual = None, False
-
-    def epilogue(self, node, ins, own, prog):
-        """Lowering hook (``Impl.epilogue``), as conv_native.NativeConv.epilogue."""
-        if self.clamp is not None or self.residual:
-            return None
-        found = _epilogue_of(node.attrs.get("graph"), ins, own, prog)
-        if found is None:
-            return None
-        self.clamp, res = found
-        self.residual = res is not None
-        return () if res is None else (res,)
-
-
 def _call(address: int, desc: np.ndarray, nt: int, keep: tuple):
     fn, ptr = _ENTRY(address), desc.ctypes.data
 
@@ -87,7 +71,7 @@ def _call(address: int, desc: np.ndarray, nt: int, keep: tuple):
     return run
 
 
-class PointwiseConv(_Epilogue):
+class PointwiseConv(EpilogueHook):
     """A 1x1, stride 1, unpadded float32 Conv bound to the pointwise driver."""
     FIELDS = ("n", "c", "m", "group", "p", "x", "y", "wpk", "bpk", "nmb", "residual", "clamp", "lo", "hi",
               "wide")
@@ -121,7 +105,7 @@ class PointwiseConv(_Epilogue):
         return _call(self.address, desc, max(1, min(nt, self.max_threads)), (ins, y, self.wpk, self.bpk, desc))
 
 
-class DirectConv(_Epilogue):
+class DirectConv(EpilogueHook):
     """A dense float32 Conv bound to the direct driver; ``geo`` is fast_conv's geometry (pads include any
     absorbed Pad)."""
 

@@ -89,7 +89,26 @@ def _round_m(mg: int, parts: int) -> int:
     return tile_m
 
 
-class NativeConv:
+class EpilogueHook:
+    """The lowering's ``Impl.epilogue`` hook of the native convolution drivers (this one and conv_direct.py):
+    ``clamp`` ((lo, hi) or None) and ``residual`` (an extra last input) are applied in the driver's epilogue."""
+    clamp, residual = None, False
+
+    def epilogue(self, node, ins, own, prog):
+        """Takes over a fused kernel after the Conv that is an optional ``Add`` of a value computed earlier then
+        clamps (Relu, Max/Min with a constant, Clip); returns the extra inputs (the Add's other operand) or
+        None."""
+        if self.clamp is not None or self.residual:
+            return None
+        found = _epilogue_of(node.attrs.get("graph"), ins, own, prog)
+        if found is None:
+            return None
+        self.clamp, res = found
+        self.residual = res is not None
+        return () if res is None else (res,)
+
+
+class NativeConv(EpilogueHook):
     """A dense (not depthwise) Conv bound to the driver; ``geo`` is fast_conv's geometry (pads include any
     absorbed Pad)."""
 
@@ -101,25 +120,11 @@ class NativeConv:
         self.k = geo.c // geo.group * geo.taps
         self.mg = geo.m // geo.group
         self.max_threads = max(1, max_threads)
-        self.clamp, self.residual = None, False           # epilogue taken over from the next fused kernel
         plans = [self.plan(nt) for nt in range(1, self.max_threads + 1)]     # bind may get any nt up to it
         p_max = max(p["tile_p"] for p in plans)
         self.slot_bytes = 0 if self.direct else _cdiv(self.k * (p_max + ROW_SLACK) * geo.item, 64) * 64
         need = max(self.slot_bytes * (1 if p["shared"] else self.max_threads) for p in plans)
         self.workspace = need + (64 if need else 0)
-
-    def epilogue(self, node, ins, own, prog):
-        """Lowering hook (``Impl.epilogue``): takes over a fused kernel after the Conv that is an optional
-        ``Add`` of a value computed earlier then clamps (Relu, Max/Min with a constant, Clip); returns the extra
-        inputs (the Add's other operand) or None."""
-        if self.clamp is not None or self.residual:
-            return None
-        found = _epilogue_of(node.attrs.get("graph"), ins, own, prog)
-        if found is None:
-            return None
-        self.clamp, res = found
-        self.residual = res is not None
-        return () if res is None else (res,)
 
     def plan(self, nt: int) -> dict:
         g = self.g

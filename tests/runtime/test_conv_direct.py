@@ -115,7 +115,7 @@ def test_record_layouts_match_the_drivers():
 
 def test_pointwise_choice():
     from types import SimpleNamespace
-    geo = lambda c, h, w: SimpleNamespace(c=c, group=1, h=h, w=w)      # noqa: E731
+    geo = lambda c, h, w: SimpleNamespace(c=c, group=1, h=h, w=w)
     assert conv_direct.pointwise_pays(geo(8, 40, 40), True)
     assert not conv_direct.pointwise_pays(geo(160, 5, 5), True)
 
