@@ -174,16 +174,20 @@ class MathEmitter:
             # their second operand for NaN); NaN then reaches the addend below
             xc = self.sel(self.gt(x, 89.0), 89.0, x)
             xc = self.sel(self.lt(xc, -104.0), -104.0, xc)
-            n, ni = self._round_log2e(xc, EXPF_BIAS2)
+            t = self.fma(xc, self.c(F32, LOG2E), self.c(F32, _MAGIC + EXPF_BIAS2))
+            n = b.fsub(t, self.c(F32, _MAGIC + EXPF_BIAS2))
             r = self.fma(n, self.c(F32, -0.693359375), xc)
             r = self.fma(n, self.c(F32, 2.12194440e-4), r)
             y = self._expf_poly(r)
-            # 2**n in two normal factors 2**(n>>1) * 2**(n - (n>>1)); ni = n + 254 carries both exponent biases.
+            # 2**n in two normal factors 2**floor(n/2) * 2**ceil(n/2), from t's bits M + v (M = _MAGIC_BITS,
+            # v = n + 254 carrying both exponent biases): h = (M + v) >> 1 = M/2 + floor(v/2) and
+            # (M + v) - h = M/2 + ceil(v/2), and M/2 << 23 wraps to 0 (M/2 has 21 trailing zero bits), so
+            # h << 23 and (bits - h) << 23 are the two factors' bit patterns (four integer operations).
             # NaN x: y is NaN, and NaN times any factor stays NaN
-            n1 = b.ashr(ni, ir.Constant(I32, 1))
-            n2 = b.sub(ni, n1)
+            ti = b.bitcast(t, I32)
+            h = b.lshr(ti, ir.Constant(I32, 1))
             k23 = ir.Constant(I32, 23)
-            return b.fmul(b.fmul(y, b.bitcast(b.shl(n1, k23), F32)), b.bitcast(b.shl(n2, k23), F32))
+            return b.fmul(b.fmul(y, b.bitcast(b.shl(h, k23), F32)), b.bitcast(b.shl(b.sub(ti, h), k23), F32))
         xc = self.clamp_finite(x, -746.0, 710.0)
         n = self.call1("llvm.roundeven", b.fmul(xc, self.c(F64, LOG2E)))
         r = self.fma(n, self.c(F64, -6.93145751953125e-1), xc)
