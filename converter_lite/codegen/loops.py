@@ -30,10 +30,13 @@ STRIDED_LOOP = {"llvm.loop.vectorize.enable": True, "llvm.loop.unroll.disable": 
 
 
 # the contiguous interior of a window (codegen/interior.py): 8 lanes with the tail masked.  Measured on
-# mobilenet-sized depthwise rows (38 interior columns of 40): 16 masked lanes (3 iterations) or unmasked lanes
-# with a scalar remainder were 1.3-1.6x slower
+# mobilenet-sized depthwise rows (38 interior columns of 40): unmasked lanes with a scalar remainder were
+# 1.3-1.6x slower; rows of at least WIDE_INTERIOR columns take 16 lanes (mobilenet_v2_half's 80-column
+# windows: run -1.5%, same process)
 INTERIOR_LOOP = {"llvm.loop.vectorize.enable": True, "llvm.loop.vectorize.width": 8,
                  "llvm.loop.vectorize.predicate.enable": True, "llvm.loop.unroll.disable": None}
+WIDE_INTERIOR = 64
+WIDE_INTERIOR_LOOP = dict(INTERIOR_LOOP, **{"llvm.loop.vectorize.width": 16})
 
 
 class _LoopID(ir.values.MDValue):
@@ -66,12 +69,13 @@ def access_hints(extent: int, short: int, reduction: bool = False):
 
 
 def interior_hints(extent: int, short: int):
-    """Hints of the interior loop of a window: INTERIOR_LOOP when every access is unit or zero stride, else
-    ``access_hints`` (strided windows: STRIDED_LOOP)."""
+    """Hints of the interior loop of a window: INTERIOR_LOOP (WIDE_INTERIOR_LOOP from WIDE_INTERIOR
+    iterations) when every access is unit or zero stride, else ``access_hints`` (strided: STRIDED_LOOP)."""
     other = access_hints(extent, short)
+    mine = WIDE_INTERIOR_LOOP if extent >= WIDE_INTERIOR else INTERIOR_LOOP
 
     def choose(blocks, iv):
-        return INTERIOR_LOOP if access_strides(blocks, iv) <= {0, 1} else other(blocks, iv)
+        return mine if access_strides(blocks, iv) <= {0, 1} else other(blocks, iv)
     return choose
 
 

@@ -56,6 +56,7 @@ CASES = [
         "Transpose", window(b, x, (1, 4, 7, 9), k=(3, 3)), perm=(0, 2, 3, 1)))),
     Case("w3x3_reshaped_out", make_graph("w3x3_reshaped_out", [(F32, (1, 4, 7, 9))], lambda b, x: b.op(
         "Reshape", window(b, x, (1, 4, 7, 9), k=(3, 3)), b.const(np.asarray((4, 63), np.int64))))),
+    _case("w3x3_wide", (1, 2, 5, 75), k=(3, 3)),                        # 16-lane interior (WIDE_INTERIOR)
 ]
 
 
