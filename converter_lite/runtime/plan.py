@@ -15,9 +15,9 @@
 Threads: steps are bound for a thread count (native kernels' OpenMP team, the runtime's splitting of large
 GEMMs/convolutions); an executor keeps one bound list per count it has run with, over the same arena.  With
 ``num_threads > 1`` and ``adaptive``, ``threads.ThreadChooser`` picks 1 or ``num_threads`` per run from the
-measured run times (a second thread loses when the cores are busy); a plan with no BLAS op and at most
-``TINY_PLAN_BYTES`` of buffers always runs on one thread.  numpy's BLAS stays at one thread
-(``threads.blas_enter``).
+measured run times (a second thread loses when the cores are busy); a plan with at most ``TINY_PLAN_BYTES`` of
+buffers and no product (``product_work``) of ``TINY_PRODUCT`` multiply-adds or more always runs on one thread.
+numpy's BLAS stays at one thread (``threads.blas_enter``).
 
 Thread safety: a Plan is immutable after construction (but for the chooser's statistics, behind a lock);
 executors (arena + bound steps) are pooled: a run takes a free one (``list.pop``, atomic) or makes a new one,
@@ -44,6 +44,7 @@ from .threads import ThreadChooser, blas_enter, blas_exit
 
 MAX_IDLE_EXECUTORS = 4
 TINY_PLAN_BYTES = 1 << 16
+TINY_PRODUCT = 1 << 17          # multiply-adds (~2 us on one core)
 # ops whose kernels (fast or reference) call numpy's BLAS: only plans with one limit its threads during a run
 BLAS_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "FusedMatMul", "FusedAttention",
                       "Attention", "MatMulInteger", "QLinearMatMul", "QLinearConv", "ConvInteger", "DeformConv",
@@ -75,9 +76,11 @@ class Plan:
         self.workspace = max((s.impl.workspace for s in self.program.steps), default=0)
         self._free: list[Executor] = []
         self.uses_blas = any(s.node.op in BLAS_OPS for s in self.program.steps)
-        # a plan without BLAS op whose buffers all fit in TINY_PLAN_BYTES runs on one thread (adaptive only):
-        # its kernels are too small for a second thread to pay, and the choice itself costs ~2 us a run
-        tiny = not self.uses_blas and self.memory.arena_bytes + self.workspace <= TINY_PLAN_BYTES
+        # a plan whose buffers all fit in TINY_PLAN_BYTES and whose BLAS products are all below TINY_PRODUCT
+        # multiply-adds runs on one thread (adaptive only): its kernels are too small for a second thread to pay
+        # (products that small are never split), and the choice itself costs ~2 us a run
+        tiny = self.memory.arena_bytes + self.workspace <= TINY_PLAN_BYTES and all(
+            s.node.op not in BLAS_OPS or product_work(s.node) < TINY_PRODUCT for s in self.program.steps)
         self.run_threads = 1 if adaptive and tiny else num_threads
         self.chooser = ThreadChooser((1, num_threads)) if adaptive and num_threads > 1 and not tiny else None
         # every step runs native code: no numpy arithmetic, so a run needs no np.errstate around it
@@ -205,6 +208,27 @@ class Executor:
         if self.has_dynamic:
             env[:] = [None] * len(env)
         return out
+
+
+def product_work(node: Node) -> float:
+    """Multiply-adds of a MatMul/Gemm/FusedMatMul/Conv/ConvTranspose ``node`` from its static types (output
+    elements x reduction length); infinity for other ops or unknown shapes."""
+    try:
+        out = node.outputs[0].type.shape
+        x, w = node.inputs[0].type.shape, node.inputs[1].type.shape
+        if node.op in ("MatMul", "FusedMatMul"):
+            k = x[-1]
+        elif node.op == "Gemm":
+            k = x[0] if node.attrs.get("transA", 0) else x[-1]
+        elif node.op == "Conv":
+            k = int(np.prod(w[1:]))
+        elif node.op == "ConvTranspose":
+            k = int(w[0]) * int(np.prod(w[2:])) // max(1, int(out[1]))
+        else:
+            return float("inf")
+        return float(np.prod([int(d) for d in out])) * int(k)
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return float("inf")
 
 
 def _aligned(nbytes: int) -> np.ndarray:

@@ -263,3 +263,16 @@ def test_tiny_plans_run_on_one_thread_without_the_chooser(rng):
     y, z = f32("y", 256, 256), f32("z", 256, 256)
     big = Graph("big", [x], [z], [Node("Tanh", [x], [y], name="t"), Node("Neg", [y], [z], name="n")])
     assert Plan(big, num_threads=2).chooser is not None
+
+
+@pytest.mark.parametrize("k, n, tiny", [(16, 8, True), (1024, 64, False)])
+def test_plans_with_small_products_only_are_tiny(rng, k, n, tiny):
+    """A small plan with a BLAS op still runs on one thread when its products are tiny (legacy_opset9's Gemm);
+    not when a product is large (here 4 x 64 x 1024 multiply-adds, buffers of 17 KB)."""
+    x, y = f32("x", 4, k), f32("y", 4, n)
+    w = Value("w", const=rng.standard_normal((k, n)).astype(np.float32))
+    g = Graph("mm", [x], [y], [Node("MatMul", [x, w], [y], name="mm")])
+    plan = Plan(g, num_threads=2)
+    assert (plan.chooser is None and plan.run_threads == 1) == tiny
+    feed = rng.standard_normal((4, k)).astype(np.float32)
+    np.testing.assert_allclose(plan.execute([feed])[0], feed @ w.const, rtol=1e-5, atol=1e-4)
