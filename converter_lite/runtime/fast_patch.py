@@ -46,7 +46,7 @@ def patch_geometry(ctx: NodeCtx) -> tuple[int, int] | None:
             or any(int(p) != 0 for p in a.get("pads", (0, 0, 0, 0))) \
             or a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID", b"NOTSET", b"VALID"):
         return None
-    n, c, h, wd = x.shape
+    n, _, h, wd = x.shape
     if h < kh or wd < kw or tuple(y.shape) != (n, w.shape[0], h // kh, wd // kw):
         return None
     return kh, kw

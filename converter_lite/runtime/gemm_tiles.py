@@ -28,6 +28,7 @@ products in one call: ``tiles_step(addr, np.concatenate([rec1, rec2]), nt, keep=
 from __future__ import annotations
 
 import ctypes
+import itertools
 from functools import partial
 
 import numpy as np
@@ -76,7 +77,7 @@ def tile_grid(batch: int, m: int, n: int, k: int, nt: int) -> tuple[str, list[tu
     span = {p: -(-batch * p // nt) * -(-units // p) for p in range(1, most + 1)}
     parts = max(p for p in span if span[p] <= 1.15 * min(span.values()))
     cuts = [min(size, -(-i * units // parts) * unit) for i in range(parts + 1)]    # larger tiles first
-    ranges = [(lo, hi) for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
+    ranges = [(lo, hi) for lo, hi in itertools.pairwise(cuts) if hi > lo]
     return axis, ranges, batch * len(ranges) > 1
 
 
