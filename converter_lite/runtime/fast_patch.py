@@ -12,8 +12,9 @@ of ``P`` split across the thread pool, the bias prefilled into ``Yt`` by the dri
 input past the last whole patch are ignored, as the Conv ignores them.
 
 Applies to float32/float64 2-D Convs with constant weights (and bias), ``group = 1``, ``dilations = 1``, zero
-pads and ``strides = kernel_shape`` with at least two taps, when the model's native code carries the GEMM
-driver; every other Conv goes to ``fallback`` (fast_conv.py's factory).
+pads and ``strides = kernel_shape``, with patches of at least ``MIN_TAPS`` taps and rows of at least
+``MIN_ROW_BYTES`` bytes (ViT's 16x16; smaller patches copy too slowly), when the model's native code carries
+the GEMM driver; every other Conv goes to ``fallback`` (fast_conv.py's factory).
 """
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ from .lowering import Impl, NodeCtx
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 ALIGN = 64
+# below these the patch copy (runs of kw elements) costs more than fast_conv's im2col tiles save: measured
+# 4x4 and 2x2 patches (Swin, patch merging) ran 1.5-2x slower here, 16x16 (ViT) 10-25% faster on one thread
+MIN_TAPS = 64
+MIN_ROW_BYTES = 64
 
 
 def patch_geometry(ctx: NodeCtx) -> tuple[int, int] | None:
@@ -39,7 +44,8 @@ def patch_geometry(ctx: NodeCtx) -> tuple[int, int] | None:
         return None
     a = ctx.attrs
     kh, kw = (int(k) for k in a.get("kernel_shape", w.shape[2:]))
-    if (kh, kw) != tuple(w.shape[2:]) or kh * kw < 2 or int(a.get("group", 1)) != 1 or w.shape[1] != x.shape[1]:
+    if (kh, kw) != tuple(w.shape[2:]) or kh * kw < MIN_TAPS or kw * x.dtype.itemsize < MIN_ROW_BYTES \
+            or int(a.get("group", 1)) != 1 or w.shape[1] != x.shape[1]:
         return None
     if tuple(int(s) for s in a.get("strides", (1, 1))) != (kh, kw) \
             or any(int(d) != 1 for d in a.get("dilations", (1, 1))) \

@@ -1,7 +1,7 @@
 """runtime/fast_patch.py: patch-embedding Convs (kernel = stride, no padding) as one GEMM on the native tile
 driver, checked against the reference kernel (and onnxruntime) on 1 and 2 threads: batches, bias or not,
 non-square patches, inputs whose size is not a multiple of the patch, float64; Convs it does not take
-(padding, dilation, groups, stride != kernel, no native code) keep the other paths."""
+(padding, dilation, groups, stride != kernel, small patches, no native code) keep the other paths."""
 from __future__ import annotations
 
 import numpy as np
@@ -17,11 +17,10 @@ from tests.runtime.runtime_graphs import single_node_graph
 pytestmark = pytest.mark.skipif(gemm_entry(np.float32) is None, reason="numpy's BLAS exposes no CBLAS gemm")
 
 CASES = [  # x shape, w shape, attrs
-    ((1, 3, 32, 32), (24, 3, 8, 8), {"strides": (8, 8)}),
-    ((2, 3, 34, 29), (16, 3, 4, 4), {"strides": (4, 4)}),                       # remainder rows/columns
-    ((1, 5, 12, 30), (7, 5, 2, 6), {"strides": (2, 6), "kernel_shape": (2, 6)}),
-    ((1, 64, 16, 16), (96, 64, 2, 2), {"strides": (2, 2), "pads": (0, 0, 0, 0)}),  # a patch-merging stem
-    ((1, 3, 64, 64), (48, 3, 16, 16), {"strides": (16, 16), "auto_pad": "VALID"}),
+    ((1, 3, 32, 32), (24, 3, 16, 16), {"strides": (16, 16)}),
+    ((2, 3, 36, 50), (16, 3, 16, 16), {"strides": (16, 16)}),                   # remainder rows/columns
+    ((1, 5, 12, 64), (7, 5, 4, 16), {"strides": (4, 16), "kernel_shape": (4, 16)}),
+    ((1, 3, 64, 64), (48, 3, 16, 16), {"strides": (16, 16), "pads": (0, 0, 0, 0), "auto_pad": "VALID"}),
 ]
 
 
@@ -52,32 +51,36 @@ def test_against_reference(resolver, case, bias):
 
 def test_float64_and_onnxruntime(resolver):
     rng = np.random.default_rng(7)
-    x, w, b = rng.standard_normal((2, 3, 20, 20)), rng.standard_normal((8, 3, 5, 5)), rng.standard_normal(8)
-    _run(resolver, x, w, b, {"strides": (5, 5)})
+    x, w, b = rng.standard_normal((2, 3, 40, 40)), rng.standard_normal((8, 3, 8, 8)), rng.standard_normal(8)
+    _run(resolver, x, w, b, {"strides": (8, 8)})                  # float64: rows of 8 elements are 64 bytes
     x32, w32, b32 = (a.astype(np.float32) for a in (x, w, b))
-    got = _run(resolver, x32, w32, b32, {"strides": (5, 5)})
-    model = make_model([oh.make_node("Conv", ["x", "w", "b"], ["y"], strides=[5, 5])],
+    _run(resolver, x32, w32, b32, {"strides": (8, 8)}, patched=False)   # float32: 32-byte rows, fast_conv's
+    x32, w32 = rng.standard_normal((2, 3, 40, 40), dtype=np.float32), rng.standard_normal((8, 3, 16, 16), dtype=np.float32)
+    got = _run(resolver, x32, w32, b32, {"strides": (16, 16)})
+    model = make_model([oh.make_node("Conv", ["x", "w", "b"], ["y"], strides=[16, 16])],
                        [tensor_info("x", np.float32, list(x.shape))], [tensor_info("y", np.float32, None)],
                        {"w": w32, "b": b32})
     np.testing.assert_allclose(got, run_ort(model, {"x": x32})[0], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("attrs", [
-    {"strides": (4, 4), "pads": (1, 1, 1, 1)},
-    {"strides": (2, 2)},                                    # stride != kernel
-    {"strides": (4, 4), "dilations": (2, 2)},
-    {"strides": (4, 4), "group": 3},
+@pytest.mark.parametrize("k, attrs", [
+    (16, {"strides": (16, 16), "pads": (1, 1, 1, 1)}),
+    (16, {"strides": (8, 8)}),                              # stride != kernel
+    (16, {"strides": (16, 16), "dilations": (2, 2)}),
+    (16, {"strides": (16, 16), "group": 3}),
+    (4, {"strides": (4, 4)}),                               # small patches (Swin): fast_conv's im2col tiles
+    (2, {"strides": (2, 2)}),
 ])
-def test_other_convs_keep_their_paths(resolver, attrs):
+def test_other_convs_keep_their_paths(resolver, k, attrs):
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((1, 3, 16, 16), dtype=np.float32)
-    w = rng.standard_normal((6, 1 if "group" in attrs else 3, 4, 4), dtype=np.float32)
+    x = rng.standard_normal((1, 3, 48, 48), dtype=np.float32)
+    w = rng.standard_normal((6, 1 if "group" in attrs else 3, k, k), dtype=np.float32)
     _run(resolver, x, w, None, attrs, patched=False)
 
 
 def test_without_native_code():
     rng = np.random.default_rng(4)
-    x, w = rng.standard_normal((1, 3, 16, 16), dtype=np.float32), rng.standard_normal((6, 3, 4, 4), dtype=np.float32)
-    g, feeds = single_node_graph("Conv", [x, w], {"strides": (4, 4)}, consts=(1,), name="conv")
+    x, w = rng.standard_normal((1, 3, 32, 32), dtype=np.float32), rng.standard_normal((6, 3, 16, 16), dtype=np.float32)
+    g, feeds = single_node_graph("Conv", [x, w], {"strides": (16, 16)}, consts=(1,), name="conv")
     got = Plan(g, None, num_threads=2, adaptive=False).execute(feeds)[0]
     np.testing.assert_allclose(got, eval_graph(g, feeds)[0], rtol=1e-4, atol=1e-4)
