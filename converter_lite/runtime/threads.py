@@ -131,12 +131,15 @@ class ThreadChooser:
     """Chooses, run by run, between running with 1 thread and with the plan's ``num_threads`` by measured wall
     time.  A second thread only pays when a core is free: on a machine whose cores are busy (other processes,
     or a caller running models in parallel) every team-based kernel waits for a helper that the OS has not
-    scheduled, and the run gets slower than on one thread.  Each option is tried ``WARMUP`` times (after one
-    run to bind it), then the one with the lowest median over its last ``WINDOW`` runs is used, and every
-    ``EXPLORE``-th run re-measures the other one, so the choice follows the machine's load; in between, one run
-    of the best option in ``SAMPLE`` is timed (a run not timed costs no lock).  Never more than ``num_threads``
-    threads."""
-    WARMUP, WINDOW, EXPLORE, SAMPLE = 3, 9, 16, 4
+    scheduled, and the run gets slower than on one thread.  Options are measured in *bursts* of consecutive
+    runs whose first run is not timed: the first run after a switch meets the other option's state (pool
+    workers asleep after 1-thread runs, or still spinning), and timing it alone made 2 threads look 2-3x
+    slower than their steady state (vit_mini: 3.0 ms exploration samples against 1.2 ms in a row).  Each
+    option gets a burst of ``WARMUP`` timed runs first, then the one with the lowest median over its last
+    ``WINDOW`` timed runs is used, and every ``EXPLORE``-th run starts a burst of ``BURST`` runs of the other
+    one, so the choice follows the machine's load; in between, one run of the best option in ``SAMPLE`` is
+    timed (a run not timed costs no lock).  Never more than ``num_threads`` threads."""
+    WARMUP, WINDOW, EXPLORE, SAMPLE, BURST = 3, 9, 32, 4, 3
 
     def __init__(self, options: tuple[int, ...]):
         from collections import deque
@@ -147,28 +150,36 @@ class ThreadChooser:
         self._median = {o: 0.0 for o in options}       # median of each option's samples (kept by record)
         self._cold = True                              # some option has fewer than WARMUP samples
         self._best = options[0]                        # lowest median (kept by record)
+        self._burst: list[int] = []                    # the timed runs left of the current burst
         self._lock = threading.Lock()
 
     def pick(self) -> int:
         return self.choose()[0]
 
     def choose(self) -> tuple[int, bool]:
-        """The option for the next run, and whether to ``record`` its time: warm-up and exploration runs always,
-        runs of the best option every ``SAMPLE``-th time (the steady state takes no lock and no clock)."""
+        """The option for the next run, and whether to ``record`` its time: the runs of a burst after its first
+        (warm-up and exploration), and runs of the best option every ``SAMPLE``-th time (the steady state takes
+        no lock and no clock)."""
         self.runs += 1                                 # a lost increment under a race only shifts the schedule
         runs = self.runs
-        if not self._cold and runs % self.EXPLORE and runs % self.SAMPLE:
+        if not self._cold and not self._burst and runs % self.EXPLORE and runs % self.SAMPLE:
             return self._best, False
         with self._lock:
+            if self._burst:
+                return self._burst.pop(), True
             if self._cold:
                 cold = [o for o in self.options if len(self.samples[o]) < self.WARMUP]
                 if cold:
-                    return min(cold, key=lambda o: self.seen[o]), True
+                    o = min(cold, key=lambda o: len(self.samples[o]))
+                    self._burst = [o] * (self.WARMUP - len(self.samples[o]))
+                    return o, False
                 self._cold = False
             best = self._best
             if runs % self.EXPLORE == 0:
                 others = [o for o in self.options if o != best]
-                return others[(runs // self.EXPLORE) % len(others)], True
+                o = others[(runs // self.EXPLORE) % len(others)]
+                self._burst = [o] * (self.BURST - 1)
+                return o, False
             return best, True
 
     def best(self) -> int:
@@ -177,9 +188,8 @@ class ThreadChooser:
     def record(self, option: int, seconds: float) -> None:
         with self._lock:
             self.seen[option] += 1
-            if self.seen[option] > 1:                  # the first run of an option also binds it
-                samples = self.samples[option]
-                samples.append(seconds)
-                s = sorted(samples)
-                self._median[option] = s[len(s) // 2]
-                self._best = min(self.options, key=self._median.__getitem__)
+            samples = self.samples[option]
+            samples.append(seconds)
+            s = sorted(samples)
+            self._median[option] = s[len(s) // 2]
+            self._best = min(self.options, key=self._median.__getitem__)

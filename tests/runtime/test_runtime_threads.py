@@ -140,7 +140,23 @@ def test_chooser_times_warm_up_exploration_and_every_sample_th_run():
         timed.append(sample)
         if sample:
             c.record(o, cost[o])
-    assert all(timed[:6])                               # warm-up (both options) is always timed
+    assert timed[:8] == [False, True, True, True] * 2    # warm-up bursts: an untimed first run, then timed
     steady = timed[32:]
     assert 0 < sum(steady) <= len(steady) // 2          # later only some runs are
     assert c.best() == 2
+
+
+def test_chooser_explores_in_bursts_whose_first_run_is_not_timed():
+    """The run right after a switch of thread count is not timed (it meets the other option's state)."""
+    c = threads.ThreadChooser((1, 2))
+    cost = {1: 3.0, 2: 1.0}
+    log = []
+    for _ in range(3 * c.EXPLORE):
+        o, sample = c.choose()
+        log.append((o, sample))
+        if sample:
+            c.record(o, cost[o])
+    switches = [i for i in range(1, len(log) - 1) if log[i][0] != log[i - 1][0] and log[i][0] == 1]
+    assert len(switches) >= 2                                # explorations of the slower option
+    for i in switches:
+        assert not log[i][1] and log[i + 1] == (1, True)
