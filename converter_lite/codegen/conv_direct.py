@@ -37,7 +37,7 @@ from llvmlite import ir
 
 from .loops import for_range, loop_id
 from .pool import BODY_TYPE, declare_pool
-from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I8, I32, I64, VOID
+from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I32, I64, VOID
 
 DIRECT_SYMBOL = "cl_conv2d_direct_v1_f32"
 FIELDS = ("n", "c", "h", "w", "m", "group", "oh", "ow", "sh", "sw", "pt", "pl", "hp", "wp", "pad", "x", "xp",
@@ -333,28 +333,28 @@ TILES_MAX = (max(t[0] for t in TILES.values()), max(t[2] for t in TILES.values()
 
 
 def _emit_pad(module: ir.Module) -> ir.Function:
-    """Chunk c: input planes [c*per, (c+1)*per) (of n*c planes) copied into the zero-bordered ``xp``."""
+    """Chunk c: input planes [c*per, (c+1)*per) (of n*c planes) copied into the zero-bordered ``xp``, 16 columns
+    at a time with masked vector loads/stores (no library call per row: rows are short)."""
     fn = ir.Function(module, BODY_TYPE, f"{DIRECT_SYMBOL}.pad")
     fn.linkage = "internal"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     f = _Fields(b, fn.args[0])
-    memset = module.declare_intrinsic("llvm.memset", [BYTE_PTR, I64])
-    memcpy = module.declare_intrinsic("llvm.memcpy", [BYTE_PTR, BYTE_PTR, I64])
+    _, mload, mstore = _intrinsics(module)
     planes = b.mul(f["n"], f["c"])
     per = b.load(b.gep(b.bitcast(fn.args[0], I64P), [_c(len(FIELDS) + 1)]))   # planes per chunk
     p0 = b.mul(fn.args[1], per)
     h, w, hp, wp, pt, pl = f["h"], f["w"], f["hp"], f["wp"], f["pt"], f["pl"]
     x, xp = f.ptr("x"), f.ptr("xp")
-    left = _min(b, pl, wp)
-    ncopy = _min(b, w, b.sub(wp, left))
-    ncopy = b.select(b.icmp_signed("<", ncopy, _c(0)), _c(0), ncopy)
-    right = b.sub(b.sub(wp, left), ncopy)
-    false = ir.Constant(I1, 0)
+    ivec = ir.VectorType(I32, VL)
+    iota = ir.Constant(ivec, list(range(VL)))
 
-    def zero(dst, count):
-        with b.if_then(b.icmp_signed(">", count, _c(0))):
-            b.call(memset, [b.bitcast(dst, BYTE_PTR), ir.Constant(I8, 0), b.mul(count, _c(4)), false])
+    def splat32(v):
+        one = b.insert_element(ir.Constant(ivec, None), b.trunc(v, I32), ir.Constant(I32, 0))
+        return b.shuffle_vector(one, ir.Constant(ivec, None), ir.Constant(ivec, [0] * VL))
 
+    zero = ir.Constant(VEC, None)
+    wv, wpv, zv = splat32(w), splat32(wp), ir.Constant(ivec, [0] * VL)
+    nvec = _cdiv(b, wp, _c(VL))
     with for_range(b, p0, _min(b, b.add(p0, per), planes), "p") as p:
         dplane = b.gep(xp, [b.mul(p, b.mul(hp, wp))])
         splane = b.gep(x, [b.mul(p, b.mul(h, w))])
@@ -362,16 +362,17 @@ def _emit_pad(module: ir.Module) -> ir.Function:
             drow = b.gep(dplane, [b.mul(r, wp)])
             sr = b.sub(r, pt)
             inside = b.and_(b.icmp_signed(">=", sr, _c(0)), b.icmp_signed("<", sr, h))
-            with b.if_else(inside) as (yes, no):
-                with yes:
-                    zero(drow, left)
-                    with b.if_then(b.icmp_signed(">", ncopy, _c(0))):
-                        b.call(memcpy, [b.bitcast(b.gep(drow, [left]), BYTE_PTR),
-                                        b.bitcast(b.gep(splane, [b.mul(sr, w)]), BYTE_PTR), b.mul(ncopy, _c(4)),
-                                        false])
-                    zero(b.gep(drow, [b.add(left, ncopy)]), right)
-                with no:
-                    zero(drow, wp)
+            srow = b.gep(splane, [b.mul(b.select(inside, sr, _c(0)), w)])
+            inside_v = _splat_bool(b, inside)
+            with for_range(b, 0, nvec, "v") as v:
+                j0 = b.mul(v, _c(VL))
+                cols = b.add(splat32(j0), iota)                      # destination columns
+                src = b.sub(cols, splat32(pl))                      # their source columns
+                smask = b.and_(inside_v, b.and_(b.icmp_signed(">=", src, zv), b.icmp_signed("<", src, wv)))
+                dmask = b.icmp_signed("<", cols, wpv)
+                sptr = b.bitcast(b.gep(srow, [b.sub(j0, pl)]), VECP)
+                val = b.call(mload, [sptr, ir.Constant(I32, 4), smask, zero])
+                b.call(mstore, [val, b.bitcast(b.gep(drow, [j0]), VECP), ir.Constant(I32, 4), dmask])
     b.ret_void()
     return fn
 
