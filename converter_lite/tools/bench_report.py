@@ -161,7 +161,8 @@ def micro_lines(micro: dict[str, dict[str, float]] | None, shape: tuple[int, ...
     if not micro:
         return ["(not run)"]
     lines = [(f"float32 {list(shape)}, native threads = {threads}; np.copyto (one thread) of the same bytes is the "
-             "memory-copy floor; per-call median and (minimum) over the rounds, each engine timed in blocks of consecutive calls, interleaved (tools/bench_kernels.py)."), "",
+             "memory-copy floor; per-call median and (minimum) over the rounds, each engine timed in blocks of "
+             "consecutive calls, interleaved (tools/bench_kernels.py)."), "",
              "| kernel | native ms | np.copyto ms | ORT ms | native/copy | ORT/native |", "|---|---|---|---|---|---|"]
     for name, stats in micro.items():
         med = stats.get("median", stats)            # bench_kernels returns {"median": {...}, "min": {...}}
