@@ -14,8 +14,8 @@ from converter_lite.codegen import conv_direct as codegen_direct
 from converter_lite.ir.interpret import eval_graph
 from converter_lite.runtime import conv_direct
 from converter_lite.runtime.plan import Plan
-from tests.helpers import make_model, run_ort, tensor_info
-from tests.runtime.test_fast_conv_native import CASES, _arr, _graph
+from tests.helpers import run_ort
+from tests.runtime.test_fast_conv_native import CASES, _arr, _fused_model, _graph
 
 EXTRA_CASES = [  # x shape, w shape, attrs
     ((1, 5, 9, 40), (40, 5, 3, 3), {"pads": (1, 1, 1, 1)}),                      # 40 channels: 2.5 blocks
@@ -146,9 +146,7 @@ def test_transpose_is_a_transpose():
 def test_model_with_epilogues_against_onnxruntime(tmp_path):
     """A converted model: stem conv with Relu, a residual Add + Relu, Clip, groups; direct driver on 1/2 threads;
     the clamps and residuals taken over from the fused kernels."""
-    import onnx
-
-    from converter_lite.api import convert, load
+    from converter_lite.api import load
     rng = np.random.default_rng(5)
     inits = {"w0": _arr(rng, 24, 3, 7, 7), "b0": _arr(rng, 24), "w1": _arr(rng, 24, 24, 3, 3), "b1": _arr(rng, 24),
              "w2": _arr(rng, 36, 12, 3, 3), "w3": _arr(rng, 40, 36, 1, 1), "b3": _arr(rng, 40),
@@ -160,11 +158,7 @@ def test_model_with_epilogues_against_onnxruntime(tmp_path):
              oh.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1], group=2, strides=[2, 2]),
              oh.make_node("Conv", ["c2", "w3", "b3"], ["c3"]),
              oh.make_node("Clip", ["c3", "lo", "hi"], ["y"])]
-    model = make_model(nodes, [tensor_info("x", np.float32, [2, 3, 37, 35])], [tensor_info("y", np.float32, None)],
-                       initializers=inits)
-    src = tmp_path / "m.onnx"
-    onnx.save(model, src)
-    out = convert(str(src), str(tmp_path / "m"), graph_kernel_flags="--opt_level=2")
+    model, out = _fused_model(tmp_path, nodes, inits, ["y"], x_shape=(2, 3, 37, 35))
     feeds = {"x": _arr(rng, 2, 3, 37, 35)}
     want = run_ort(model, feeds)[0]
     for nt in (1, 2):
