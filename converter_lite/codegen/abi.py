@@ -21,9 +21,8 @@ from llvmlite import ir
 
 from ..ir.core import Graph
 from .lower import KernelPlan, emit_stages, plan_kernel
-from .pool import declare_pool, emit_pool
+from .pool import declare_pool
 from .schedule import emit_chunk_bodies, emit_run
-from .support import SUPPORT, emit_support
 from .types import BYTE_PTR, BYTE_PTR_PTR, I64, VOID
 
 STACK_TEMP_LIMIT = 64 * 1024          # temporaries up to this size are stack allocated
@@ -115,16 +114,11 @@ def lower_kernel(graph: Graph, sym: str, parallel: bool | None = None, *, thread
     return module, parallel
 
 
-def export_wrappers(exports: list[tuple[str, str]], pool: bool = False, support: bool = False) -> ir.Module:
+def export_wrappers(exports: list[tuple[str, str]]) -> ir.Module:
     """A module of ``void symbol(void**, int64) { tail call canonical(...) }`` for (symbol, canonical) pairs:
-    kernels with identical bodies share one compiled function.  ``pool``: it also defines the thread pool the
-    parallel kernels call (pool.py), once per shared object.  ``support``: it also defines the support
-    functions (support.py) and, when there are any, the pool they use."""
+    kernels with identical bodies share one compiled function.  The thread pool and the support functions the
+    kernels call are in the support module (support.support_module), linked into the same shared object."""
     module = ir.Module(name="exports")
-    if pool or (support and SUPPORT):
-        emit_pool(module)
-    if support:
-        emit_support(module)
     fnty = ir.FunctionType(VOID, [BYTE_PTR_PTR, I64])
     declared: dict[str, ir.Function] = {}
     for symbol, canon in exports:

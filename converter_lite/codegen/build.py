@@ -95,13 +95,12 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
         exports.append((symbol_for(name), canon))
         specs[name] = kernel_spec(name, graph, parallel)
     t_lower = time.perf_counter()
-    threads = True                         # the support module's thread pool needs -pthread
     exports_ir = str(export_wrappers(exports))
     support_ir = _support_ir(tspec.triple, cache)
     if not link:
         ll = _merged_ir(KernelLibrary(tspec), list(texts.values()) + [support_ir, exports_ir]).encode()
         meta = dict(tspec.fingerprint(), codegen_version=CODEGEN_VERSION, so_sha256=None,
-                    openmp=threads, support=sorted(SUPPORT), kernels=[s.to_json() for s in specs.values()])
+                    openmp=True, support=sorted(SUPPORT), kernels=[s.to_json() for s in specs.values()])
         return NativeBundle({SECTION_LL: ll, SECTION_TARGET: json.dumps(meta, indent=1).encode()}, specs, skipped,
                             {"kernels": len(specs), "unique_kernels": len(texts), "compiled": 0,
                              "total_s": time.perf_counter() - t0})
@@ -126,12 +125,12 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
             cache.put(support_key, ".o", obj)
         objects.append(obj)
         objects.append(lib.compile(exports_ir))
-        so = link_shared(objects, openmp=threads, cc=cc)
+        so = link_shared(objects, openmp=True, cc=cc)
         ll = _merged_ir(lib, list(texts.values()) + [support_ir, exports_ir]).encode()
         cache.put(bundle_key, ".so", so)
         cache.put(bundle_key, ".ll", ll)
     meta = dict(tspec.fingerprint(), codegen_version=CODEGEN_VERSION, so_sha256=hashlib.sha256(so).hexdigest(),
-                openmp=threads, support=sorted(SUPPORT),
+                openmp=True, support=sorted(SUPPORT),
                 kernels=[s.to_json() for s in specs.values()])
     sections = {SECTION_SO: so, SECTION_LL: ll, SECTION_TARGET: json.dumps(meta, indent=1).encode()}
     t_end = time.perf_counter()

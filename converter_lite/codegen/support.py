@@ -12,13 +12,16 @@ when it has no fused kernel.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
 from collections.abc import Callable
 
 from llvmlite import ir
 
 from .conv_direct import DIRECT_SYMBOL, emit_conv_direct
-from .conv_pointwise import POINTWISE_SYMBOL, emit_conv_pointwise
 from .conv_driver import CONV_SYMBOLS, emit_conv_f32, emit_conv_f64
+from .conv_pointwise import POINTWISE_SYMBOL, emit_conv_pointwise
 from .gemm_driver import GEMM_TILES_SYMBOL, emit_gemm_tiles
 
 SUPPORT: dict[str, Callable[[ir.Module], ir.Function]] = {
@@ -33,16 +36,21 @@ SUPPORT_OPS = frozenset({"MatMul", "Gemm", "Conv", "FusedMatMul"})
 def support_source_key() -> str:
     """What the support module's IR depends on: the code generator's sources and the SUPPORT table (symbols and
     emitters), so a cached copy of the IR is found without emitting it (emitting takes ~2 s)."""
-    import hashlib
-    import os
+    h = hashlib.sha256(_sources_digest().encode())
+    for symbol, emit in sorted(SUPPORT.items()):
+        h.update(f"{symbol}={emit.__module__}.{emit.__qualname__}".encode())
+    return h.hexdigest()
+
+
+@functools.cache
+def _sources_digest() -> str:
+    """sha256 of the code generator's sources (read once per process)."""
     h = hashlib.sha256()
     here = os.path.dirname(os.path.abspath(__file__))
     for name in sorted(os.listdir(here)):
         if name.endswith(".py"):
             with open(os.path.join(here, name), "rb") as f:
                 h.update(name.encode() + b"\0" + f.read())
-    for symbol, emit in sorted(SUPPORT.items()):
-        h.update(f"{symbol}={emit.__module__}.{emit.__qualname__}".encode())
     return h.hexdigest()
 
 
