@@ -21,7 +21,7 @@ import ctypes
 import numpy as np
 
 from .conv_native import EpilogueHook, _bits
-from .native import host_cpu_flags
+from .native import wide_vectors
 
 SYMBOL = "cl_conv2d_direct_v1_f32"
 POINTWISE_SYMBOL = "cl_conv1x1_v1_f32"
@@ -149,13 +149,6 @@ class DirectConv(EpilogueHook):
 def applies(geo) -> bool:
     """Whether the direct driver computes this geometry (float32, dense or grouped, column stride 1 or 2)."""
     return geo.dtype == np.float32 and geo.sw in (1, 2) and geo.n * geo.oh * geo.ow > 0 and geo.m > 0
-
-
-def wide_vectors(library) -> bool:
-    """16 float lanes pay (AVX-512 in the code and on this CPU), else the 16-register tiles."""
-    flags = host_cpu_flags()
-    feats = set(library.meta.get("required_features") or ())
-    return "avx512f" in flags and ("avx512f" in feats or bool(library.rebuilt))
 
 
 def native_direct(ctx, geo, w: np.ndarray, bias):

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..ops.nn import matmul_shape
 from ..ops.registry import OPS, KernelError
-from .gemm_tiles import GEMM_TILES_SYMBOL, gemm_step
+from .gemm_tiles import PackedB, gemm_driver, gemm_step
 from .lowering import Impl, NodeCtx
 from .parallel import row_parallel
 
@@ -42,13 +42,15 @@ def _matmul(ctx: NodeCtx):
             return None
     except KernelError:
         return None
-    addr = ctx.native(GEMM_TILES_SYMBOL)
+    addr = gemm_driver(ctx)
     if len(a.shape) >= 2 and len(b.shape) == 2:
         rows, k, n = int(np.prod(a.shape[:-1])), a.shape[-1], b.shape[1]
+        packed = _packed(addr, ctx.const(1))
 
         def bind(ins, outs, ws, nt=1):
             a2, o2 = ins[0].reshape(rows, k), outs[0].reshape(rows, n)
-            return gemm_step(addr, a2, ins[1], o2, nt) or row_parallel(np.matmul, a2, ins[1], o2, rows * k * n, nt)
+            return (packed is not None and gemm_step(addr, a2, packed, o2, nt)) or gemm_step(addr, a2, ins[1], o2, nt) \
+                or row_parallel(np.matmul, a2, ins[1], o2, rows * k * n, nt)
         return Impl(bind=bind)
 
     def bind_batched(ins, outs, ws, nt=1):
@@ -88,11 +90,12 @@ def _gemm(ctx: NodeCtx):
         except ValueError:
             return None
 
-    addr = ctx.native(GEMM_TILES_SYMBOL)
+    addr = gemm_driver(ctx)
+    packed = _packed(addr, None if ctx.const(1) is None else (ctx.const(1).T if tb else ctx.const(1)))
 
     def bind(ins, outs, ws, nt=1):
         at = ins[0].T if ta else ins[0]
-        bt = ins[1].T if tb else ins[1]
+        bt = packed if packed is not None else (ins[1].T if tb else ins[1])
         o = outs[0]
         if use_c:                                      # C prefilled tile by tile, then CBLAS adds beta * C
             native = gemm_step(addr, at, bt, o, nt, alpha, 1.0 if cc is not None else beta,
@@ -101,7 +104,7 @@ def _gemm(ctx: NodeCtx):
             native = gemm_step(addr, at, bt, o, nt, alpha)
         if native is not None:
             return native
-        mm = row_parallel(np.matmul, at, bt, o, m * k * n, nt)
+        mm = row_parallel(np.matmul, at, ins[1].T if tb else ins[1], o, m * k * n, nt)
         bias = (cc if cc is not None else ins[2]) if use_c else None
         scale_c = use_c and cc is None and beta != 1.0
 
@@ -122,7 +125,7 @@ def _fused_matmul(ctx: NodeCtx):
     a, b, y = ctx.value(0), ctx.value(1), ctx.out()
     bias = ctx.value(2)
     act = ctx.attrs.get("activation", "")
-    addr = ctx.native(GEMM_TILES_SYMBOL)
+    addr = gemm_driver(ctx)
     if addr is None or act not in ("", "Relu", "Gelu") or a.dtype not in FLOATS or b.dtype != a.dtype \
             or y.dtype != a.dtype or (bias is not None and bias.dtype != a.dtype):
         return None
@@ -138,9 +141,12 @@ def _fused_matmul(ctx: NodeCtx):
     rows = int(np.prod(a.shape[:-1]))
     row_bias = bias is None or all(d == 1 for d in bias.shape[:-1])
     flat = len(b.shape) == 2 and row_bias          # one GEMM over all rows (bias: one row or a scalar)
+    packed = _packed(addr, ctx.const(1)) if flat else None
 
     def bind(ins, outs, ws, nt=1):
         x, w, o = ins[0], ins[1], outs[0]
+        if packed is not None and x.flags.c_contiguous and o.flags.c_contiguous:
+            w = packed
         bv = None if bias is None else ins[2]
         if flat and x.flags.c_contiguous and o.flags.c_contiguous:
             x, o = x.reshape(rows, x.shape[-1]), o.reshape(rows, o.shape[-1])
@@ -161,6 +167,13 @@ def _fused_matmul(ctx: NodeCtx):
         run.tiles = mm.tiles                           # (what the step runs, for tests and tools)
         return run
     return Impl(bind=bind)
+
+
+def _packed(driver, b: np.ndarray | None) -> PackedB | None:
+    """Constant float32 weights ``b [K, N]`` packed for the native GEMM (once, at load), or None."""
+    if driver is None or not driver.sgemm or b is None or b.ndim != 2 or b.dtype != np.float32 or 0 in b.shape:
+        return None
+    return PackedB(b)
 
 
 LINALG_FAST = {"MatMul": _matmul, "Gemm": _gemm, "FusedMatMul": _fused_matmul}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.registry import KernelError
-from .gemm_tiles import GEMM_TILES_SYMBOL, gemm_step
+from .gemm_tiles import PackedB, gemm_driver, gemm_step
 from .lowering import Impl, NodeCtx
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -62,14 +62,14 @@ def patch_conv(fallback):
     """A Conv factory: the patch GEMM when it applies, else ``fallback(ctx)``."""
     def factory(ctx: NodeCtx):
         geo = patch_geometry(ctx)
-        addr = ctx.native(GEMM_TILES_SYMBOL) if geo is not None else None
+        addr = gemm_driver(ctx) if geo is not None else None
         if not addr:
             return fallback(ctx)
         return _impl(ctx, addr, *geo)
     return factory
 
 
-def _impl(ctx: NodeCtx, addr: int, kh: int, kw: int) -> Impl:
+def _impl(ctx: NodeCtx, addr, kh: int, kw: int) -> Impl:
     n, c, h, wd = ctx.value(0).shape
     w = ctx.const(1)
     m = w.shape[0]
@@ -77,6 +77,8 @@ def _impl(ctx: NodeCtx, addr: int, kh: int, kw: int) -> Impl:
     k = c * kh * kw
     dt = w.dtype
     wt = np.ascontiguousarray(w.reshape(m, k).T)
+    if addr.sgemm and dt == np.float32:
+        wt = PackedB(wt)                               # panels for the native GEMM
     bias = ctx.const(2) if ctx.value(2) is not None else None
     p_bytes = -(-n * ho * wo * k * dt.itemsize // ALIGN) * ALIGN
     y_bytes = n * ho * wo * m * dt.itemsize

@@ -1,10 +1,14 @@
 """GEMMs as tile records for the native tile driver (codegen/gemm_driver.py): built once at bind time.
 
-``gemm_step(addr, a, b, c, nt, alpha=1, beta=0, bias=None)`` -> a zero-argument callable computing
+``gemm_step(driver, a, b, c, nt, alpha=1, beta=0, bias=None)`` -> a zero-argument callable computing
 ``c = alpha * a @ b + beta * c`` (after ``c`` is prefilled from ``bias``, when given) with one call of the
-driver at ``addr`` (``NodeCtx.native(GEMM_TILES_SYMBOL)``), or None when the operands do not fit (other
-dtypes, negative or unaligned strides, an empty product, no CBLAS in numpy's BLAS): the caller then keeps its
-numpy path.
+tile driver, or None when the operands do not fit (other dtypes, negative or unaligned strides, an empty
+product, no GEMM to call): the caller then keeps its numpy path.  ``driver`` is a ``GemmDriver``
+(``gemm_driver(ctx)``: the tile driver's address, and the model's native ``cl_sgemm_v1`` (codegen/sgemm.py),
+which float32 tiles call instead of numpy's CBLAS) or a bare tile-driver address (numpy's CBLAS only).
+
+* ``b`` may be a ``PackedB``: constant float32 weights ``[K, N]`` packed once (at load) into the native
+  GEMM's ``PANEL``-column panels, so no tile re-reads them with a stride; it needs the native sgemm.
 
 * ``a [..., M, K]``, ``b [..., K, N]``, ``c [..., M, N]``: numpy arrays (views into the plan's buffers);
   batch dims broadcast (``c``'s batch shape is the broadcast of the others').  Each 2-D matrix is read in
@@ -16,7 +20,8 @@ numpy path.
   multiply-adds and ``nt > 1``, entries are further split into about ``TILES_PER_THREAD * nt`` tiles in all,
   along N when N > M (each tile then packs only its columns of B; its A rows are repacked per tile, the cheaper
   operand) else along M, into equal parts of at least ``ALIGN`` rows/columns (column cuts at multiples of
-  ``ALIGN``): a short last tile would leave a thread idle while the other finishes a full one.  Below ``MIN_WORK`` the step runs on one thread.
+  ``ALIGN``, or of ``PANEL`` for the native sgemm, whose panels they must not cut): a short last tile would
+  leave a thread idle while the other finishes a full one.  Below ``MIN_WORK`` the step runs on one thread.
 
 The records hold raw addresses: the step keeps every array it points into alive.
 
@@ -29,11 +34,13 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 
-from .blas import NO_TRANS, ROW_MAJOR, TRANS, gemm_entry
+from .blas import NO_TRANS, ROW_MAJOR, TRANS, GemmEntry, gemm_entry
+from .native import wide_vectors
 
 # the driver's symbol and tile-record layout, as codegen/gemm_driver.py defines them (the runtime does not import
 # codegen, which needs llvmlite; tests/codegen/test_codegen_gemm_driver.py checks that the two agree)
@@ -49,6 +56,49 @@ MIN_WORK = 1 << 19
 TILES_PER_THREAD = 2
 ALIGN = 16
 _DRIVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+# the native float32 GEMM (codegen/sgemm.py): CBLAS's signature with 64-bit integers; the order word carries
+# FLAG_WIDE; transB = PACKED reads a PackedB (panels of PANEL columns, ldb = the panel stride in floats)
+SGEMM_SYMBOL = "cl_sgemm_v1"
+PACKED = 150
+FLAG_WIDE = 1 << 16
+PANEL = 32
+F32 = np.dtype(np.float32)
+
+
+@dataclass(frozen=True)
+class GemmDriver:
+    """What a model's native library offers for products: the tile driver and (float32) its own GEMM."""
+    tiles: int
+    sgemm: int | None = None
+    wide: bool = False
+
+
+def gemm_driver(ctx) -> GemmDriver | None:
+    """The GEMM drivers of ``ctx``'s native library (a lowering.NodeCtx), or None without a tile driver."""
+    tiles = ctx.native(GEMM_TILES_SYMBOL)
+    if not tiles:
+        return None
+    sgemm = ctx.native(SGEMM_SYMBOL)
+    return GemmDriver(tiles, sgemm or None, bool(sgemm) and wide_vectors(ctx.library))
+
+
+class PackedB:
+    """A constant float32 ``B [K, N]`` packed for the native GEMM: panel ``p`` holds columns ``PANEL*p ...`` as
+    ``[K][PANEL]`` floats (zeros past N), 64-byte aligned.  ``matrix`` keeps the original for numpy paths."""
+
+    def __init__(self, b: np.ndarray):
+        k, n = b.shape
+        panels = -(-n // PANEL)
+        raw = np.zeros(panels * k * PANEL + 16, F32)
+        skip = (-raw.ctypes.data // 4) % 16
+        data = raw[skip:skip + panels * k * PANEL].reshape(panels, k, PANEL)
+        full = n // PANEL
+        if full:
+            data[:full] = b[:, :full * PANEL].reshape(k, full, PANEL).transpose(1, 0, 2)
+        if n > full * PANEL:
+            data[full, :, :n - full * PANEL] = b[:, full * PANEL:]
+        self.data, self.matrix, self.shape = data, b, (k, n)
+        self.ndim, self.dtype = 2, F32
 
 
 def blas_layout(x: np.ndarray) -> tuple[int, int] | None:
@@ -63,16 +113,17 @@ def blas_layout(x: np.ndarray) -> tuple[int, int] | None:
     return None
 
 
-def tile_grid(batch: int, m: int, n: int, k: int, nt: int) -> tuple[str, list[tuple[int, int]], bool]:
-    """(split axis "M"/"N", the [start, stop) ranges of that axis per batch entry, run on several threads)."""
+def tile_grid(batch: int, m: int, n: int, k: int, nt: int, align: int = ALIGN) -> tuple[str, list[tuple[int, int]], bool]:
+    """(split axis "M"/"N", the [start, stop) ranges of that axis per batch entry, run on several threads);
+    column cuts at multiples of ``align``."""
     axis, size = ("N", n) if n > m else ("M", m)
     if nt <= 1 or batch * m * n * k < MIN_WORK:
         return axis, [(0, size)], False
     # equal parts (a last short tile would leave one thread idle), each at least ALIGN long; column cuts
     # at multiples of ALIGN, row cuts anywhere; the most parts whose span (tiles per thread x tile size) is
     # within 15% of the shortest
-    most = max(1, min(-(-TILES_PER_THREAD * nt // batch), size // ALIGN))
-    unit = ALIGN if axis == "N" else 1
+    most = max(1, min(-(-TILES_PER_THREAD * nt // batch), size // (align if axis == "N" else ALIGN)))
+    unit = align if axis == "N" else 1
     units = -(-size // unit)
     span = {p: -(-batch * p // nt) * -(-units // p) for p in range(1, most + 1)}
     parts = max(p for p in span if span[p] <= 1.15 * min(span.values()))
@@ -94,27 +145,44 @@ def _batch_offsets(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return off.reshape(-1)
 
 
-def gemm_records(a: np.ndarray, b: np.ndarray, c: np.ndarray, nt: int, alpha: float = 1.0, beta: float = 0.0,
-                 bias: np.ndarray | None = None) -> tuple[np.ndarray, bool] | None:
-    """(tile records, run on several threads) of ``c = alpha * a @ b + beta * c`` (see the module doc)."""
-    dt = c.dtype
+def _entry(driver, dt: np.dtype) -> tuple[GemmEntry, int, int] | None:
+    """(GEMM to call, order word, column alignment of tiles) for ``dt`` with ``driver``."""
+    if isinstance(driver, GemmDriver) and driver.sgemm and dt == F32:
+        return GemmEntry(driver.sgemm, True), ROW_MAJOR | (FLAG_WIDE if driver.wide else 0), PANEL
     entry = gemm_entry(dt)
-    if entry is None or a.dtype != dt or b.dtype != dt or min(a.ndim, b.ndim, c.ndim) < 2:
+    return None if entry is None else (entry, ROW_MAJOR, ALIGN)
+
+
+def gemm_records(a: np.ndarray, b, c: np.ndarray, nt: int, alpha: float = 1.0, beta: float = 0.0,
+                 bias: np.ndarray | None = None, driver=None) -> tuple[np.ndarray, bool] | None:
+    """(tile records, run on several threads) of ``c = alpha * a @ b + beta * c`` (see the module doc);
+    ``driver``: a GemmDriver or None (numpy's CBLAS)."""
+    dt = c.dtype
+    chosen = _entry(driver, dt)
+    packed = isinstance(b, PackedB)
+    if chosen is None or a.dtype != dt or b.dtype != dt or min(a.ndim, b.ndim, c.ndim) < 2:
         return None
+    entry, order, align = chosen
+    if packed and entry.address != getattr(driver, "sgemm", None):
+        return None                                    # packed weights need the native sgemm
     m, k = a.shape[-2:]
     n = b.shape[-1]
     if b.shape[-2] != k or c.shape[-2:] != (m, n) or min(m, n, k) == 0:
         return None
+    b_batch = () if packed else b.shape[:-2]
     try:
-        bshape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        bshape = np.broadcast_shapes(a.shape[:-2], b_batch)
     except ValueError:
         return None
-    if bshape != c.shape[:-2] or any(s < 0 for s in a.strides + b.strides + c.strides):
+    b_strides = () if packed else b.strides
+    if bshape != c.shape[:-2] or any(s < 0 for s in a.strides + b_strides + c.strides):
         return None
-    la, lb, lc = blas_layout(a), blas_layout(b), blas_layout(c)
+    la, lc = blas_layout(a), blas_layout(c)
+    lb = (PACKED, k * PANEL) if packed else blas_layout(b)
     if la is None or lb is None or lc is None or lc[0] != NO_TRANS:
         return None
-    if any(x.ctypes.data % x.itemsize for x in (a, b, c)):
+    bdata = b.data if packed else b
+    if any(x.ctypes.data % x.itemsize for x in (a, bdata, c)):
         return None
     es = dt.itemsize
     if bias is not None:
@@ -127,28 +195,30 @@ def gemm_records(a: np.ndarray, b: np.ndarray, c: np.ndarray, nt: int, alpha: fl
         if any(s < 0 or s % es for s in bias.strides):
             return None
     batch = int(np.prod(bshape, dtype=np.int64))
-    axis, ranges, parallel = tile_grid(batch, m, n, k, nt)
-    oa, ob, oc = (_batch_offsets(x, bshape) for x in (a, b, c))
+    axis, ranges, parallel = tile_grid(batch, m, n, k, nt, align)
+    oa, oc = (_batch_offsets(x, bshape) for x in (a, c))
+    ob = np.zeros(batch, np.int64) if packed else _batch_offsets(b, bshape)
     ob_bias = _batch_offsets(bias, bshape) if bias is not None else None
     rec = np.zeros(batch * len(ranges), RECORD)
     rec["fn"] = entry.address
     rec["kind"] = (KIND_DOUBLE if es == 8 else 0) | (KIND_INT64 if entry.int64 else 0)
-    rec["order"], rec["transA"], rec["transB"] = ROW_MAJOR, la[0], lb[0]
+    rec["order"], rec["transA"], rec["transB"] = order, la[0], lb[0]
     rec["K"], rec["alpha"], rec["beta"] = k, alpha, beta
     rec["lda"], rec["ldb"], rec["ldc"] = la[1], lb[1], lc[1]
     lo = np.tile(np.array([r[0] for r in ranges], np.int64), batch)
     hi = np.tile(np.array([r[1] for r in ranges], np.int64), batch)
     rep = lambda o: np.repeat(o, len(ranges))
-    a0, b0, c0 = a.ctypes.data + rep(oa), b.ctypes.data + rep(ob), c.ctypes.data + rep(oc)
-    # the byte step of one row of A / one column of B in storage, whichever way BLAS reads them
+    a0, b0, c0 = a.ctypes.data + rep(oa), bdata.ctypes.data + rep(ob), c.ctypes.data + rep(oc)
+    # the byte step of one row of A / one column of B in storage, whichever way the GEMM reads them (a packed
+    # B is cut at panel boundaries only: tile_grid's column cuts are multiples of PANEL)
     a_row = (la[1] if la[0] == NO_TRANS else 1) * es
-    b_col = (1 if lb[0] == NO_TRANS else lb[1]) * es
     if axis == "M":
         rec["M"], rec["N"] = hi - lo, n
         rec["A"], rec["B"], rec["C"] = a0 + lo * a_row, b0, c0 + lo * lc[1] * es
     else:
+        b_off = (lo // PANEL) * lb[1] * es if packed else lo * (1 if lb[0] == NO_TRANS else lb[1]) * es
         rec["M"], rec["N"] = m, hi - lo
-        rec["A"], rec["B"], rec["C"] = a0, b0 + lo * b_col, c0 + lo * es
+        rec["A"], rec["B"], rec["C"] = a0, b0 + b_off, c0 + lo * es
     if bias is not None:
         rs, cs = (s // es for s in bias.strides[-2:])
         base = bias.ctypes.data + rep(ob_bias)
@@ -157,18 +227,20 @@ def gemm_records(a: np.ndarray, b: np.ndarray, c: np.ndarray, nt: int, alpha: fl
     return rec, parallel
 
 
-def gemm_step(addr: int | None, a: np.ndarray, b: np.ndarray, c: np.ndarray, nt: int, alpha: float = 1.0,
+def gemm_step(driver, a: np.ndarray, b, c: np.ndarray, nt: int, alpha: float = 1.0,
               beta: float = 0.0, bias: np.ndarray | None = None):
-    """The bound step (see the module doc), or None."""
-    if not addr:
+    """The bound step (see the module doc), or None.  ``driver``: a GemmDriver, a tile-driver address (numpy's
+    CBLAS for every tile) or None."""
+    tiles = driver.tiles if isinstance(driver, GemmDriver) else driver
+    if not tiles:
         return None
     if bias is not None:
         bias = np.asarray(bias, c.dtype)
-    built = gemm_records(a, b, c, nt, alpha, beta, bias)
+    built = gemm_records(a, b, c, nt, alpha, beta, bias, driver if isinstance(driver, GemmDriver) else None)
     if built is None:
         return None
     rec, parallel = built
-    return tiles_step(addr, rec, nt if parallel else 1, keep=(a, b, c, bias))
+    return tiles_step(tiles, rec, nt if parallel else 1, keep=(a, b, c, bias))
 
 
 def tiles_step(addr: int, rec: np.ndarray, nt: int, keep=()):

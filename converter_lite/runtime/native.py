@@ -70,6 +70,14 @@ def host_cpu_flags() -> set[str]:
     return set()
 
 
+def wide_vectors(library) -> bool:
+    """Whether the support drivers may use their 32-register tiles: AVX-512 in the library's code (or code
+    rebuilt for this host) and on this CPU; else their 16-register tiles."""
+    flags = host_cpu_flags()
+    feats = set(library.meta.get("required_features") or ())
+    return "avx512f" in flags and ("avx512f" in feats or bool(library.rebuilt))
+
+
 def missing_features(meta: dict, flags: set[str] | None = None) -> list[str] | None:
     """The recorded CPU features this host lacks ([] = compatible); None if compatibility is unknown."""
     arch = _ARCH.get(platform.machine().lower(), platform.machine().lower())

@@ -2,7 +2,10 @@
 through the Python API at opt_level 0, and at opt_level 3 compared with opt_level 0 (within 1e-5 relative).
 
 ``known_failures.txt`` is the ledger of cases we knowingly fail, one per line with the reason.  A case not in
-the ledger must pass; a ledger case that passes fails the test too, so the ledger never goes stale.
+the ledger must pass; a ledger case that passes fails the test too, so the ledger never goes stale.  A reason
+starting with ``ill-conditioned`` marks a case whose expected output rests on last-bit rounding (the BLAS
+summation order of the machine decides it): it must still convert and run, with outputs of the right shapes,
+but its values may pass or miss the tolerance.
 """
 import os
 
@@ -25,6 +28,7 @@ def _ledger() -> dict[str, str]:
 
 
 LEDGER = _ledger()
+ILL_CONDITIONED = "ill-conditioned"
 CASES = {c.name: c for c in discover(default_dirs()) + node_cases()}
 
 
@@ -35,6 +39,14 @@ def test_ledger_names_real_cases():
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_case(name, tmp_path):
     case = CASES[name]
+    if LEDGER.get(name, "").startswith(ILL_CONDITIONED):
+        try:
+            run_ours(case, 0, str(tmp_path))
+        except AssertionError as e:
+            if "shape" in str(e) or "outputs, expected" in str(e):
+                raise
+            pytest.xfail(LEDGER[name])
+        return
     if name in LEDGER:
         try:
             run_ours(case, 0, str(tmp_path))
