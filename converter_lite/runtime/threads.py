@@ -135,11 +135,16 @@ class ThreadChooser:
     runs whose first run is not timed: the first run after a switch meets the other option's state (pool
     workers asleep after 1-thread runs, or still spinning), and timing it alone made 2 threads look 2-3x
     slower than their steady state (vit_mini: 3.0 ms exploration samples against 1.2 ms in a row).  Each
-    option gets a burst of ``WARMUP`` timed runs first, then the one with the lowest median over its last
-    ``WINDOW`` timed runs is used, and every ``EXPLORE``-th run starts a burst of ``BURST`` runs of the other
+    option gets a burst of ``WARMUP`` timed runs first, then the one with the lowest ``QUANTILE`` (the
+    third-fastest of nine) over its last ``WINDOW`` timed runs is used: a second core taken for a moment
+    (another library's threads spinning after its own call, a short burst elsewhere) slows only some 2-thread
+    samples and 1-thread ones not at all, so a median let transient bursts keep a model on one thread (bert_tiny
+    after onnxruntime runs in the same process: 0.52 ms on 1 thread where 2 threads run it in 0.32 ms), while a
+    core that stays busy slows every sample and still loses the low quantile, and every ``EXPLORE``-th run starts a burst of ``BURST`` runs of the other
     one, so the choice follows the machine's load; in between, one run of the best option in ``SAMPLE`` is
     timed (a run not timed costs no lock).  Never more than ``num_threads`` threads."""
     WARMUP, WINDOW, EXPLORE, SAMPLE, BURST = 3, 9, 32, 4, 3
+    QUANTILE = 0.25
 
     def __init__(self, options: tuple[int, ...]):
         from collections import deque
@@ -147,7 +152,7 @@ class ThreadChooser:
         self.samples = {o: deque(maxlen=self.WINDOW) for o in options}
         self.seen = {o: 0 for o in options}
         self.runs = 0
-        self._median = {o: 0.0 for o in options}       # median of each option's samples (kept by record)
+        self._level = {o: 0.0 for o in options}        # QUANTILE of each option's samples (kept by record)
         self._cold = True                              # some option has fewer than WARMUP samples
         self._best = options[0]                        # lowest median (kept by record)
         self._burst: list[int] = []                    # the timed runs left of the current burst
@@ -191,5 +196,5 @@ class ThreadChooser:
             samples = self.samples[option]
             samples.append(seconds)
             s = sorted(samples)
-            self._median[option] = s[len(s) // 2]
-            self._best = min(self.options, key=self._median.__getitem__)
+            self._level[option] = s[int(self.QUANTILE * (len(s) - 1))]
+            self._best = min(self.options, key=self._level.__getitem__)

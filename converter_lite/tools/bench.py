@@ -201,8 +201,9 @@ def method_lines(args, budget: Budget, with_openvino: bool) -> list[str]:
         f"with num_threads={args.threads}); onnxruntime {engines_version('onnxruntime')} with ORT_ENABLE_ALL, "
         f"intra_op_num_threads={args.threads}, inter_op_num_threads=1, its default thread spinning; OpenVINO "
         + ("(CPU, same threads, latency hint, 1 stream)." if with_openvino else "not installed (skipped)."),
-        ("- Timing: all engines in one process, interleaved round-robin (per round, each engine runs once "
-        f"untimed - that run meets the previous engine's still-spinning threads - then {budget.block} timed runs; "
+        ("- Timing: all engines in one process, interleaved round-robin (per round, each engine runs untimed for "
+        f"{budget.settle * 1e3:g} ms (at least once) - those runs outlast the previous engine's still-spinning "
+        f"threads - then {budget.block} timed runs; "
         "the order rotates; bench_timing.py), after "
         f"{budget.warmup} warm-up runs each; rounds until at least {budget.min_rounds} rounds "
         f"and {budget.min_seconds:g} s, at most {budget.max_seconds:g} s per model (then at least "
@@ -246,7 +247,7 @@ def parse_args(argv: list[str] | None):
 
 def _budget(args) -> Budget:
     base = QUICK if args.quick else Budget()
-    return Budget(block=base.block, pause=base.pause, min_rounds=args.min_rounds if args.min_rounds is not None else base.min_rounds,
+    return Budget(block=base.block, pause=base.pause, settle=base.settle, min_rounds=args.min_rounds if args.min_rounds is not None else base.min_rounds,
                   min_seconds=args.min_seconds if args.min_seconds is not None else base.min_seconds,
                   max_seconds=args.max_seconds if args.max_seconds is not None else base.max_seconds,
                   floor_rounds=base.floor_rounds, warmup=base.warmup)

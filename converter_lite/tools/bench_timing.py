@@ -8,8 +8,12 @@ per round: thread pools spin for a while after a run (onnxruntime's intra-op thr
 ms here), and runs that start while another engine's threads still spin lose a core — measured here:
 converter_lite's 2-thread resnet_mini 2.7 ms alone, 4.1-4.9 ms in the eight runs right after onnxruntime runs,
 3.4 ms when 50 ms pass in between.  No user runs two engines back to back, so each block starts with one
-untimed run and the timed runs report each engine closer to its own steady state (onnxruntime keeps its default
-spinning).  An idle ``pause`` before each block is available but off: a pause lets every engine's threads fall
+untimed lead-in: runs of the engine, not timed, until ``settle`` seconds have passed since the block began (at
+least one run).  One untimed run was not enough: after a single onnxruntime run (its default spinning) our
+2-thread bert_tiny ran at its 1-thread speed for the next four runs, ~2 ms (0.51 ms, then 0.31 ms from the
+fifth run on), while converter_lite's pool spins ~0.1 ms, so the disturbance fell almost only on the engine
+after onnxruntime.  The timed runs thus report each engine at its own steady state, as a user running one
+engine sees it (onnxruntime keeps its default spinning).  An idle ``pause`` before each block is available but off: a pause lets every engine's threads fall
 asleep and the cores idle, and in trials it made the 2-thread runs after it slower, not cleaner.  The
 block (1 + 4 runs) is not a multiple of 4, so an engine's own periodic work (converter_lite's thread chooser
 times every 4th run and re-measures the other thread count every 16th) does not always land on the block's
@@ -36,9 +40,11 @@ class Budget:
     warmup: int = 3
     block: int = 4                     # consecutive runs of one engine per round
     pause: float = 0.0                 # idle seconds before each block (0: measured no clearer, see the doc)
+    settle: float = 0.004              # seconds of untimed runs that start each block (at least one run)
 
 
-QUICK = Budget(min_rounds=3, min_seconds=0.0, max_seconds=2.0, floor_rounds=2, warmup=1, block=1, pause=0.0)
+QUICK = Budget(min_rounds=3, min_seconds=0.0, max_seconds=2.0, floor_rounds=2, warmup=1, block=1, pause=0.0,
+               settle=0.0)
 
 
 @dataclass
@@ -83,8 +89,11 @@ def interleave(runs: dict[str, Callable[[], object]], budget: Budget,
             fn, times = runs[name], samples[name].times_ms
             if budget.pause > 0 and len(names) > 1:
                 time.sleep(budget.pause)
-            if budget.block > 1:
-                fn()                   # untimed: meets the previous engine's spinning threads
+            if budget.block > 1:       # untimed lead-in: outlasts the previous engine's spinning threads
+                lead = clock()
+                fn()
+                while clock() - lead < budget.settle:
+                    fn()
             for _ in range(budget.block):
                 t0 = clock()
                 fn()

@@ -128,6 +128,25 @@ def test_split_rows_covers_rows():
     assert len(parallel.split_rows(64, 2, 8)) == 2 and len(parallel.split_rows(64, 4, 8)) == 4
 
 
+def test_chooser_keeps_two_threads_through_transient_bursts():
+    """A third of the 2-thread samples hit a busy core (another engine's spinning threads): 2 threads still win
+    when they are faster the rest of the time; a core busy all the time makes 1 thread win."""
+    c = threads.ThreadChooser((1, 2))
+    n = 0
+
+    def cost(o):
+        return 0.52 if o == 1 else (0.53 if n % 3 == 0 else 0.32)
+    for _ in range(400):
+        n += 1
+        o = c.pick()
+        c.record(o, cost(o))
+    assert c.best() == 2
+    for _ in range(400):
+        o = c.pick()
+        c.record(o, 0.52 if o == 1 else 0.6)
+    assert c.best() == 1
+
+
 def test_blas_limit_only_for_plans_that_use_blas():
     assert Plan(_matmul_graph(), num_threads=2).uses_blas
     x, y = f32("x", 4), f32("y", 4)
