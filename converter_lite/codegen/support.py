@@ -23,10 +23,11 @@ from .conv_direct import DIRECT_SYMBOL, emit_conv_direct
 from .conv_driver import CONV_SYMBOLS, emit_conv_f32, emit_conv_f64
 from .conv_pointwise import POINTWISE_SYMBOL, emit_conv_pointwise
 from .gemm_driver import GEMM_TILES_SYMBOL, emit_gemm_tiles
+from .runlist import RUN_SYMBOL, emit_runlist
 from .sgemm import SGEMM_SYMBOL, emit_sgemm
 
 SUPPORT: dict[str, Callable[[ir.Module], ir.Function]] = {
-    GEMM_TILES_SYMBOL: emit_gemm_tiles, SGEMM_SYMBOL: emit_sgemm,
+    GEMM_TILES_SYMBOL: emit_gemm_tiles, SGEMM_SYMBOL: emit_sgemm, RUN_SYMBOL: emit_runlist,
     CONV_SYMBOLS["float32"]: emit_conv_f32, CONV_SYMBOLS["float64"]: emit_conv_f64,
     DIRECT_SYMBOL: emit_conv_direct, POINTWISE_SYMBOL: emit_conv_pointwise,
 }

@@ -22,6 +22,7 @@ import numpy as np
 
 from .conv_native import EpilogueHook, _bits
 from .native import wide_vectors
+from .runlist import tag
 
 SYMBOL = "cl_conv2d_direct_v1_f32"
 POINTWISE_SYMBOL = "cl_conv1x1_v1_f32"
@@ -68,7 +69,7 @@ def _call(address: int, desc: np.ndarray, nt: int, keep: tuple):
     def run():
         fn(ptr, nt)
     run.conv_desc, run.keep = desc, keep
-    return run
+    return tag(run, address, 2, ptr, nt)
 
 
 class PointwiseConv(EpilogueHook):

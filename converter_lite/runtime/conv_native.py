@@ -27,6 +27,7 @@ import math
 import numpy as np
 
 from .blas import gemm_entry
+from .runlist import tag
 
 LAYOUT = 2                        # the record layout version in the driver's symbols (codegen/conv_driver.py)
 SYMBOLS = {np.dtype(np.float32): f"cl_conv2d_tiles_v{LAYOUT}_f32",
@@ -153,7 +154,7 @@ class NativeConv(EpilogueHook):
         def run():
             fn(ptr, nt)
         run.conv_desc, run.keep = desc, keep
-        return run
+        return tag(run, self.address, 2, ptr, nt)
 
 
 def native_dense(ctx, geo, w: np.ndarray, bias):

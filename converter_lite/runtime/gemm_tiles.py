@@ -41,6 +41,7 @@ import numpy as np
 
 from .blas import NO_TRANS, ROW_MAJOR, TRANS, GemmEntry, gemm_entry
 from .native import wide_vectors
+from .runlist import tag
 
 # the driver's symbol and tile-record layout, as codegen/gemm_driver.py defines them (the runtime does not import
 # codegen, which needs llvmlite; tests/codegen/test_codegen_gemm_driver.py checks that the two agree)
@@ -249,4 +250,4 @@ def tiles_step(addr: int, rec: np.ndarray, nt: int, keep=()):
     attribute is ``rec``."""
     call = partial(_DRIVER(addr), rec.ctypes.data, len(rec), nt)
     call.tiles, call.keep = rec, keep                         # type: ignore[attr-defined]
-    return call
+    return tag(call, addr, 3, rec.ctypes.data, len(rec), nt)

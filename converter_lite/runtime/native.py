@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import RET_ERROR, ConverterError
+from .runlist import tag
 
 log = logging.getLogger("converter_lite.native")
 
@@ -178,7 +179,7 @@ class NativeKernel:
         def run() -> None:
             fn(argv, nt)
         run.buffers = keep                                  # type: ignore[attr-defined]
-        return run
+        return tag(run, ctypes.cast(fn, ctypes.c_void_p).value, 2, ctypes.addressof(argv), nt)
 
 
 class NativeLibrary:

@@ -10,7 +10,9 @@
 3. an ``Executor`` allocates the arena and one scratch area, makes every value's array (a view into the arena,
    or the constant) and *binds* each step to its arrays: a list of zero-argument callables.  A run copies the
    inputs into their buffers, calls the list in order and copies the outputs out, so it allocates nothing
-   else (only reference kernels and dynamic-shape values allocate their results).
+   else (only reference kernels and dynamic-shape values allocate their results).  Consecutive steps that
+   only call native code run as one foreign call (runlist.py: the model's step runner walks their records),
+   except in profiled runs, which time every step.
 
 Threads: steps are bound for a thread count (native kernels' OpenMP team, the runtime's splitting of large
 GEMMs/convolutions); an executor keeps one bound list per count it has run with, over the same arena.  With
@@ -40,6 +42,7 @@ from ..errors import RET_OP_EXECUTE_FAILURE, ConverterError
 from ..ir.core import Graph, Node
 from .arena import ALIGN, plan_memory
 from .lowering import KernelEntry, Program, lower
+from .runlist import RUN_SYMBOL, batch
 from .threads import ThreadChooser, blas_enter, blas_exit
 
 MAX_IDLE_EXECUTORS = 4
@@ -85,6 +88,8 @@ class Plan:
         self.chooser = ThreadChooser((1, num_threads)) if adaptive and num_threads > 1 and not tiny else None
         # every step runs native code: no numpy arithmetic, so a run needs no np.errstate around it
         self.native_only = all(s.impl.native for s in self.program.steps)
+        support = getattr(getattr(resolve, "library", None), "support", None)
+        self.runner = support(RUN_SYMBOL) if support is not None else None
 
     @property
     def arena_bytes(self) -> int:
@@ -162,6 +167,8 @@ class Executor:
         self.kernel_of = [s.kernel for s in prog.steps]
         self.steps = prog.steps
         self.bound: dict[int, list] = {}
+        self.runner = plan.runner
+        self.merged: dict[int, tuple[list, list]] = {}
 
     def calls(self, nt: int) -> list:
         """The steps bound for ``nt`` threads (bound on first use)."""
@@ -169,6 +176,13 @@ class Executor:
         if calls is None:
             calls = self.bound[nt] = [self._bind(s, nt) for s in self.steps]
         return calls
+
+    def merged_calls(self, nt: int) -> tuple[list, list]:
+        """``calls(nt)`` with runs of native steps merged (runlist.batch), and each one's first step index."""
+        got = self.merged.get(nt)
+        if got is None:
+            got = self.merged[nt] = batch(self.calls(nt), self.runner)
+        return got
 
     def _bind(self, st, nt: int):
         arrays, env = self.arrays, self.env
@@ -181,7 +195,7 @@ class Executor:
 
     def run(self, inputs: Sequence[np.ndarray], timings: list[float] | None, nt: int = 1) -> list[np.ndarray]:
         env = self.env
-        calls = self.calls(nt)
+        calls, first = self.merged_calls(nt) if timings is None else (self.calls(nt), None)
         for (arr, vid), a in zip(self.inputs, inputs):
             if arr is not None:
                 arr[...] = a                           # numpy assignment casts unsafely, like copyto(unsafe)
@@ -201,7 +215,7 @@ class Executor:
         except ConverterError:
             raise
         except Exception as e:
-            node = self.nodes[k]
+            node = self.nodes[k if first is None else first[k]]
             raise ConverterError(RET_OP_EXECUTE_FAILURE, f"node {node.name!r} ({node.op}) failed: "
                                                          f"{type(e).__name__}: {e}") from e
         out = [arr.copy() if arr is not None else np.array(env[vid], copy=True) for arr, vid in self.outputs]

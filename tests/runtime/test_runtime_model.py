@@ -132,7 +132,9 @@ class _FakeLibrary:
 
 @pytest.fixture
 def fake_native(monkeypatch):
+    import converter_lite.runtime.native as real
     mod = types.ModuleType("converter_lite.runtime.native")
+    mod.__dict__.update({k: v for k, v in vars(real).items() if not k.startswith("__")})
     mod.NativeLibrary = _FakeLibrary
     monkeypatch.setitem(sys.modules, "converter_lite.runtime.native", mod)
     _FakeLibrary.instances.clear()

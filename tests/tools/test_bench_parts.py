@@ -32,9 +32,23 @@ def test_interleave_round_robin_rotates():
 def test_interleave_blocks_of_consecutive_runs():
     order: list[str] = []
     runs = {n: (lambda n=n: order.append(n)) for n in "ab"}
-    samples = interleave(runs, Budget(min_rounds=2, min_seconds=0, max_seconds=60, warmup=0, block=3, pause=0.001))
+    samples = interleave(runs, Budget(min_rounds=2, min_seconds=0, max_seconds=60, warmup=0, block=3, pause=0.001,
+                                      settle=0.0))
     assert order == ["a"] * 4 + ["b"] * 4 + ["b"] * 4 + ["a"] * 4        # one untimed run + 3 timed
     assert {n: len(s.times_ms) for n, s in samples.items()} == {"a": 6, "b": 6}
+
+
+def test_interleave_blocks_start_with_settle_seconds_of_untimed_runs():
+    import time
+    stamps: dict[str, list[float]] = {"a": [], "b": []}
+    runs = {n: (lambda n=n: stamps[n].append(time.perf_counter())) for n in "ab"}
+    samples = interleave(runs, Budget(min_rounds=2, min_seconds=0, max_seconds=60, warmup=0, block=2, settle=0.01))
+    assert {n: len(s.times_ms) for n, s in samples.items()} == {"a": 4, "b": 4}
+    for ts in stamps.values():                       # per block: untimed runs spanning >= settle, then 2 timed
+        assert len(ts) > 8
+        gaps = [j for j in range(1, len(ts)) if ts[j] - ts[j - 1] > 0.005]    # the other engine's block between
+        first_block = ts[:gaps[0]] if gaps else ts
+        assert first_block[-2] - first_block[0] >= 0.01    # the first timed run starts after settle
 
 
 def test_interleave_time_box_keeps_floor():
