@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
+from .conv_depthwise import DEPTHWISE_SYMBOL, emit_conv_depthwise
 from .conv_direct import DIRECT_SYMBOL, emit_conv_direct
 from .conv_driver import CONV_SYMBOLS, emit_conv_f32, emit_conv_f64
 from .conv_pointwise import POINTWISE_SYMBOL, emit_conv_pointwise
@@ -29,7 +30,7 @@ from .sgemm import SGEMM_SYMBOL, emit_sgemm
 SUPPORT: dict[str, Callable[[ir.Module], ir.Function]] = {
     GEMM_TILES_SYMBOL: emit_gemm_tiles, SGEMM_SYMBOL: emit_sgemm, RUN_SYMBOL: emit_runlist,
     CONV_SYMBOLS["float32"]: emit_conv_f32, CONV_SYMBOLS["float64"]: emit_conv_f64,
-    DIRECT_SYMBOL: emit_conv_direct, POINTWISE_SYMBOL: emit_conv_pointwise,
+    DIRECT_SYMBOL: emit_conv_direct, POINTWISE_SYMBOL: emit_conv_pointwise, DEPTHWISE_SYMBOL: emit_conv_depthwise,
 }
 
 SUPPORT_OPS = frozenset({"MatMul", "Gemm", "Conv", "FusedMatMul"})

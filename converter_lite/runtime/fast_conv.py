@@ -14,7 +14,11 @@ row at the end so shifted reads stay inside the buffer).  Then, by geometry:
 * **strided**: classic im2col through a strided view ``[C, kh, kw, OH, OW]`` of ``xp``, plus a row of ones so
   the GEMM adds the bias (``W`` packed with the bias as an extra column at load);
 * **depthwise** (group = C = M): the same column layouts per channel and a batched ``[1, kh*kw] @ [kh*kw, L]``
-  product per channel (no cross-channel GEMM to share).
+  product per channel (no cross-channel GEMM to share); when the model's native code carries the depthwise
+  driver (conv_depthwise.py: 16-column rows, masked border loads, no padded copy) float32 depthwise Convs run
+  there instead (at opt_level >= 1 the expander usually turns them into fused tap kernels first; the driver
+  takes those it leaves as Conv: auto_pad, kernels over 7x7, the expansion disabled; mobilenet_v2_half with
+  ``disable_expand_ops=Conv``, 1 thread: 2.06 ms on this path, 0.85 ms on the driver).
 
 Dense convolutions (not depthwise) run through the native tile driver instead when the model's native code
 carries it (conv_native.py: im2col tiles in per-thread scratch + one BLAS GEMM per tile on the native thread
@@ -33,6 +37,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..ops.nn_window import resolve_window
 from ..ops.registry import KernelError
 from ..ops.tensor_pad import pad_amounts
+from .conv_depthwise import native_depthwise
 from .conv_direct import native_direct
 from .conv_native import native_dense
 from .lowering import Impl, NodeCtx
@@ -129,7 +134,7 @@ def _conv(ctx: NodeCtx):
         return None
     geo = _Geo(n, c, h, wd, m, group, kh, kw, win.strides, win.dilations, pads, tuple(win.out), x.dtype)
     if cg == 1 and m == c:
-        plan = _Depthwise(geo, wc, bias)
+        plan = native_depthwise(ctx, geo, wc, bias) or _Depthwise(geo, wc, bias)
     elif (plan := native_direct(ctx, geo, wc, bias)) is not None or \
             (plan := native_dense(ctx, geo, wc, bias)) is not None:
         pass

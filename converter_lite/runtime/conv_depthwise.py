@@ -1,0 +1,66 @@
+"""Depthwise float32 2-D Conv through the native depthwise driver (codegen/conv_depthwise.py): rows of 16
+output columns, masked loads for the padding, no padded copy.
+
+``native_depthwise(ctx, geo, w, bias)`` -> a ``DepthwiseConv`` (``workspace``, ``bind``, ``epilogue``) or None
+when it does not apply (not float32, not ``group == C == M``, column stride other than 1 or 2, a kernel wider
+than ``MAX_KW``, an empty output, or a model whose native code lacks the driver); fast_conv.py's numpy
+depthwise path is then used.  The weights are stored once, at load, as ``[C][kh*kw]``; the bias as ``[C]``
+(zeros when there is none).  The epilogue hook (conv_native.EpilogueHook) takes over a following Relu/Clip
+and residual Add, as for the other native convolution drivers.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .conv_direct import _aligned, _call
+from .conv_native import EpilogueHook, _bits
+
+SYMBOL = "cl_dwconv_v1_f32"
+FIELDS = ("n", "c", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "x", "y", "wt", "bias",
+          "residual", "clamp", "lo", "hi")
+_F = {name: i for i, name in enumerate(FIELDS)}
+EXTRA = 1                    # i64 words after FIELDS the driver writes (planes per chunk)
+MAX_KW = 7
+MAX_WIDTH, ZERO_MARGIN, VL = 8192, 256, 16     # codegen/conv_depthwise.py's zero row and vector width
+
+
+def applies(geo) -> bool:
+    """float32, group == C == M, column stride 1 or 2, kw <= MAX_KW, rows of at most MAX_WIDTH columns whose
+    taps stay within ZERO_MARGIN of the row (the driver's zero row), a non-empty output."""
+    reach = max(geo.pads[1], (geo.ow - 1) * geo.sw + (geo.kw - 1) * geo.dw + 2 * VL - geo.pads[1] - geo.w)
+    return (geo.dtype == np.float32 and geo.group == geo.c == geo.m and geo.sw in (1, 2) and geo.kw <= MAX_KW
+            and geo.w <= MAX_WIDTH and reach <= ZERO_MARGIN and geo.n * geo.c * geo.oh * geo.ow > 0)
+
+
+class DepthwiseConv(EpilogueHook):
+    """A depthwise float32 Conv bound to the driver; ``geo`` is fast_conv's geometry (pads include any absorbed
+    Pad)."""
+
+    def __init__(self, geo, w: np.ndarray, bias, address: int, max_threads: int):
+        self.g, self.address, self.max_threads = geo, address, max(1, max_threads)
+        self.wt = _aligned((geo.c, geo.kh * geo.kw))
+        self.wt[...] = np.asarray(w, np.float32).reshape(geo.c, geo.kh * geo.kw)
+        self.bias = _aligned((geo.c,))
+        self.bias[...] = 0 if bias is None else np.asarray(bias, np.float32).reshape(geo.c)
+        self.workspace = 0
+
+    def bind(self, ins, outs, ws, nt=1):
+        g, x, y = self.g, ins[0], outs[0]
+        nt = max(1, min(nt, self.max_threads))
+        lo, hi = self.clamp or (0.0, 0.0)
+        desc = np.zeros(len(FIELDS) + EXTRA, np.int64)
+        vals = dict(n=g.n, c=g.c, h=g.h, w=g.w, oh=g.oh, ow=g.ow, kh=g.kh, kw=g.kw, sh=g.sh, sw=g.sw, dh=g.dh,
+                    dw=g.dw, pt=g.pads[0], pl=g.pads[1], x=x.ctypes.data, y=y.ctypes.data, wt=self.wt.ctypes.data,
+                    bias=self.bias.ctypes.data, residual=ins[-1].ctypes.data if self.residual else 0,
+                    clamp=int(self.clamp is not None), lo=_bits(lo), hi=_bits(hi))
+        for name, v in vals.items():
+            desc[_F[name]] = v
+        return _call(self.address, desc, nt, (ins, y, self.wt, self.bias, desc))
+
+
+def native_depthwise(ctx, geo, w: np.ndarray, bias) -> DepthwiseConv | None:
+    """A DepthwiseConv for ``ctx``'s Conv, or None (see the module doc)."""
+    if not applies(geo) or ctx.library is None:
+        return None
+    address = ctx.native(SYMBOL)
+    return DepthwiseConv(geo, w, bias, address, ctx.num_threads) if address else None

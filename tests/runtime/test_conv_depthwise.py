@@ -1,0 +1,100 @@
+"""codegen/conv_depthwise.py + runtime/conv_depthwise.py: depthwise Convs left as Conv (here: the expander
+disabled) run on the native driver; results against onnxruntime, the epilogue, and the declines."""
+import numpy as np
+import onnx.helper as oh
+import pytest
+from helpers import make_model, run_ort, tensor_info
+
+import converter_lite
+from converter_lite.codegen import conv_depthwise as codegen_dw
+from converter_lite.runtime import conv_depthwise
+
+FLAGS = "--opt_level=2 --disable_expand_ops=Conv"
+
+
+def test_runtime_mirrors_the_codegen_record():
+    assert (conv_depthwise.SYMBOL, conv_depthwise.FIELDS, conv_depthwise.MAX_KW) == \
+        (codegen_dw.DEPTHWISE_SYMBOL, codegen_dw.FIELDS, codegen_dw.MAX_KW)
+    assert (conv_depthwise.MAX_WIDTH, conv_depthwise.ZERO_MARGIN, conv_depthwise.VL) == \
+        (codegen_dw.MAX_WIDTH, codegen_dw.ZERO_MARGIN, codegen_dw.VL)
+
+
+def _model(rng, n, c, h, w, k, strides=(1, 1), pads=(0, 0, 0, 0), dil=(1, 1), bias=True, epilogue=None):
+    kh, kw = k
+    oh_ = (h + pads[0] + pads[2] - dil[0] * (kh - 1) - 1) // strides[0] + 1
+    ow_ = (w + pads[1] + pads[3] - dil[1] * (kw - 1) - 1) // strides[1] + 1
+    inits = {"w": rng.standard_normal((c, 1, kh, kw)).astype(np.float32)}
+    ins = ["x", "w"]
+    if bias:
+        inits["b"] = rng.standard_normal(c).astype(np.float32)
+        ins.append("b")
+    nodes = [oh.make_node("Conv", ins, ["y0"], group=c, kernel_shape=[kh, kw], strides=list(strides),
+                          pads=list(pads), dilations=list(dil))]
+    inputs = [tensor_info("x", np.float32, [n, c, h, w])]
+    feeds = {"x": rng.standard_normal((n, c, h, w)).astype(np.float32)}
+    last = "y0"
+    if epilogue == "clip":
+        inits["lo"], inits["hi"] = np.array(0, np.float32), np.array(6, np.float32)
+        nodes.append(oh.make_node("Clip", ["y0", "lo", "hi"], ["y"]))
+        last = "y"
+    elif epilogue == "residual":
+        inputs.append(tensor_info("r", np.float32, [n, c, oh_, ow_]))
+        feeds["r"] = rng.standard_normal((n, c, oh_, ow_)).astype(np.float32)
+        nodes += [oh.make_node("Add", ["y0", "r"], ["s"]), oh.make_node("Relu", ["s"], ["y"])]
+        last = "y"
+    model = make_model(nodes, inputs, [tensor_info(last, np.float32, [n, c, oh_, ow_])], inits)
+    return model, feeds
+
+
+def _converted(tmp_path, model, nt=1):
+    path = tmp_path / "dw.onnx"
+    path.write_bytes(model.SerializeToString())
+    return converter_lite.load(converter_lite.convert(str(path), str(tmp_path / "dw"), graph_kernel_flags=FLAGS),
+                               num_threads=nt)
+
+
+def _kinds(model):
+    return {type(getattr(s.impl.bind, "__self__", None)).__name__ for s in model.plan.program.steps
+            if s.node.op == "Conv"}
+
+
+CASES = [
+    dict(n=1, c=96, h=40, w=40, k=(3, 3), pads=(1, 1, 1, 1)),                  # mobilenet
+    dict(n=1, c=48, h=80, w=80, k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),
+    dict(n=2, c=5, h=17, w=23, k=(5, 5), pads=(2, 2, 2, 2), bias=False),
+    dict(n=1, c=8, h=9, w=9, k=(7, 7), strides=(2, 2), pads=(3, 3, 3, 3)),      # rows shorter than the kernel
+    dict(n=1, c=4, h=12, w=35, k=(3, 3), pads=(2, 2, 2, 2), dil=(2, 2)),
+    dict(n=1, c=3, h=33, w=37, k=(3, 3), strides=(2, 2)),
+    dict(n=1, c=6, h=10, w=50, k=(3, 5), strides=(1, 2), pads=(0, 2, 1, 0)),    # kh != kw, asymmetric pads
+    dict(n=1, c=7, h=11, w=13, k=(9, 1), pads=(4, 0, 4, 0)),                    # tall kernel: kh is not limited
+    dict(n=1, c=2, h=3, w=70, k=(1, 7), strides=(2, 1), pads=(0, 3, 0, 3)),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+@pytest.mark.parametrize("nt", [1, 2])
+def test_matches_onnxruntime(tmp_path, rng, case, nt):
+    model, feeds = _model(rng, **case)
+    m = _converted(tmp_path, model, nt)
+    assert _kinds(m) == {"DepthwiseConv"}
+    np.testing.assert_allclose(m.run(feeds)["y0"], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("epilogue", ["clip", "residual"])
+def test_epilogue_runs_in_the_driver(tmp_path, rng, epilogue):
+    model, feeds = _model(rng, 1, 24, 20, 20, (3, 3), pads=(1, 1, 1, 1), epilogue=epilogue)
+    feeds["x"][0, 0, 3, 3] = np.nan                                    # NaN stays NaN through the clamp
+    m = _converted(tmp_path, model)
+    assert [s.node.op for s in m.plan.program.steps] == ["Conv"]        # the fused epilogue kernel was absorbed
+    got, want = m.run(feeds)["y"], run_ort(model, feeds)[0]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_declined_geometries_use_the_numpy_path(tmp_path, rng):
+    for case in (dict(n=1, c=4, h=12, w=12, k=(3, 9), pads=(1, 4, 1, 4)),      # kw > MAX_KW
+                 dict(n=1, c=4, h=12, w=12, k=(3, 3), strides=(3, 3))):         # column stride 3
+        model, feeds = _model(rng, **case)
+        m = _converted(tmp_path, model)
+        assert _kinds(m) == {"_Depthwise"}
+        np.testing.assert_allclose(m.run(feeds)["y0"], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
