@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .conv_direct import _cdiv, _intrinsics, _min, _splat, _splat_bool
+from .conv_direct import _cdiv, _intrinsics, _min, _splat, _splat_bool, _splat_i32
 from .loops import for_range
 from .pool import BODY_TYPE, declare_pool
 from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I32, I64, VOID
@@ -58,11 +58,6 @@ PLANE_TYPE = ir.FunctionType(VOID, [FP, FP, FP, FP, F32, I64, I64, I64, I64, I64
 
 def _c(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
-
-
-def _splat_i32(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
-    one = b.insert_element(ir.Constant(IVEC, None), b.trunc(v, I32), ir.Constant(I32, 0))
-    return b.shuffle_vector(one, ir.Constant(IVEC, None), ir.Constant(IVEC, [0] * VL))
 
 
 def plane_function(module: ir.Module, kw: int, sw: int) -> ir.Function:

@@ -146,6 +146,13 @@ def _store_rows(module: ir.Module) -> ir.Function:
     return fn
 
 
+def _splat_i32(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """``v`` (an integer) truncated to i32 in every lane of a VL-lane vector."""
+    ty = ir.VectorType(I32, VL)
+    one = b.insert_element(ir.Constant(ty, None), b.trunc(v, I32), ir.Constant(I32, 0))
+    return b.shuffle_vector(one, ir.Constant(ty, None), ir.Constant(ty, [0] * VL))
+
+
 def _splat_bool(b: ir.IRBuilder, flag: ir.Value) -> ir.Value:
     ty = ir.VectorType(I1, VL)
     one = b.insert_element(ir.Constant(ty, None), flag, ir.Constant(I32, 0))
@@ -349,8 +356,7 @@ def _emit_pad(module: ir.Module) -> ir.Function:
     iota = ir.Constant(ivec, list(range(VL)))
 
     def splat32(v):
-        one = b.insert_element(ir.Constant(ivec, None), b.trunc(v, I32), ir.Constant(I32, 0))
-        return b.shuffle_vector(one, ir.Constant(ivec, None), ir.Constant(ivec, [0] * VL))
+        return _splat_i32(b, v)
 
     zero = ir.Constant(VEC, None)
     wv, wpv, zv = splat32(w), splat32(wp), ir.Constant(ivec, [0] * VL)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .conv_direct import _intrinsics, _splat, transpose
+from .conv_direct import _intrinsics, _splat, _splat_bool, _splat_i32, transpose
 from .loops import for_range, loop_id
 from .types import F32, I1, I32, I64, VOID
 
@@ -60,10 +60,7 @@ def _min(b: ir.IRBuilder, x, y):
 
 def _lane_mask(b: ir.IRBuilder, count: ir.Value) -> ir.Value:
     """Lanes ``0 .. count-1`` set (``count`` an i64, clamped by the comparison to [0, VL])."""
-    iota = ir.Constant(IVEC, list(range(VL)))
-    one = b.insert_element(ir.Constant(IVEC, None), b.trunc(count, I32), ir.Constant(I32, 0))
-    cv = b.shuffle_vector(one, ir.Constant(IVEC, None), ir.Constant(IVEC, [0] * VL))
-    return b.icmp_signed("<", iota, cv)
+    return b.icmp_signed("<", ir.Constant(IVEC, list(range(VL))), _splat_i32(b, count))
 
 
 def microkernel(module: ir.Module, mr: int, nv: int) -> ir.Function:
@@ -117,16 +114,11 @@ def microkernel(module: ir.Module, mr: int, nv: int) -> ir.Function:
             ptr = b.bitcast(b.gep(crow, [_c(v * VL)]), VECP)
             mask = last if v == nv - 1 else ir.Constant(MASK, [1] * VL)
             out = b.fmul(acc[i, v], av)
-            old = b.call(mload, [ptr, ir.Constant(I32, 4), b.and_(mask, _splat_i1(b, read_c)), zero])
+            old = b.call(mload, [ptr, ir.Constant(I32, 4), b.and_(mask, _splat_bool(b, read_c)), zero])
             out = b.select(read_c, b.call(fma, [old, bev, out]), out)
             b.call(mstore, [out, ptr, ir.Constant(I32, 4), mask])
     b.ret_void()
     return fn
-
-
-def _splat_i1(b: ir.IRBuilder, flag: ir.Value) -> ir.Value:
-    one = b.insert_element(ir.Constant(MASK, None), flag, ir.Constant(I32, 0))
-    return b.shuffle_vector(one, ir.Constant(MASK, None), ir.Constant(IVEC, [0] * VL))
 
 
 def _table(module: ir.Module) -> ir.GlobalVariable:
@@ -163,7 +155,7 @@ def _pack_transposed(module: ir.Module) -> ir.Function:
                 col = _c(half * VL + cc)
                 ok = b.icmp_signed("<", col, w)
                 src = b.gep(bsrc, [b.add(b.mul(b.add(j0, b.select(ok, col, _c(0))), ldb), b.add(k0, kk))])
-                mask = b.and_(kmask, _splat_i1(b, ok))
+                mask = b.and_(kmask, _splat_bool(b, ok))
                 cols.append(b.call(mload, [b.bitcast(src, VECP), ir.Constant(I32, 4), mask, zero]))
             for r, vec in enumerate(transpose(b, cols)):
                 krow = b.add(kk, _c(r))

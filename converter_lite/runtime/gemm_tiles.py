@@ -40,6 +40,7 @@ from functools import partial
 import numpy as np
 
 from .blas import NO_TRANS, ROW_MAJOR, TRANS, GemmEntry, gemm_entry
+from .conv_direct import _aligned
 from .native import wide_vectors
 from .runlist import tag
 
@@ -89,10 +90,7 @@ class PackedB:
 
     def __init__(self, b: np.ndarray):
         k, n = b.shape
-        panels = -(-n // PANEL)
-        raw = np.zeros(panels * k * PANEL + 16, F32)
-        skip = (-raw.ctypes.data // 4) % 16
-        data = raw[skip:skip + panels * k * PANEL].reshape(panels, k, PANEL)
+        data = _aligned((-(-n // PANEL), k, PANEL))
         full = n // PANEL
         if full:
             data[:full] = b[:, :full * PANEL].reshape(k, full, PANEL).transpose(1, 0, 2)

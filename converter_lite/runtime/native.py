@@ -17,6 +17,7 @@ kernel is never called with buffers it was not compiled for.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import json
 import logging
@@ -58,17 +59,18 @@ _lock = threading.Lock()
 _warned: set[str] = set()
 
 
-def host_cpu_flags() -> set[str]:
-    """CPU flags of this host from /proc/cpuinfo (empty set if unreadable)."""
+@functools.cache
+def host_cpu_flags() -> frozenset[str]:
+    """CPU flags of this host from /proc/cpuinfo (empty if unreadable); read once per process."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 key, _, val = line.partition(":")
                 if key.strip() in ("flags", "Features"):
-                    return set(val.split())
+                    return frozenset(val.split())
     except OSError:
         pass
-    return set()
+    return frozenset()
 
 
 def wide_vectors(library) -> bool:

@@ -140,8 +140,8 @@ class ThreadChooser:
     (another library's threads spinning after its own call, a short burst elsewhere) slows only some 2-thread
     samples and 1-thread ones not at all, so a median let transient bursts keep a model on one thread (bert_tiny
     after onnxruntime runs in the same process: 0.52 ms on 1 thread where 2 threads run it in 0.32 ms), while a
-    core that stays busy slows every sample and still loses the low quantile, and every ``EXPLORE``-th run starts a burst of ``BURST`` runs of the other
-    one, so the choice follows the machine's load; in between, one run of the best option in ``SAMPLE`` is
+    core that stays busy slows every sample and still loses the low quantile.  Every ``EXPLORE``-th run starts
+    a burst of ``BURST`` runs of the other one, so the choice follows the machine's load; in between, one run of the best option in ``SAMPLE`` is
     timed (a run not timed costs no lock).  Never more than ``num_threads`` threads."""
     WARMUP, WINDOW, EXPLORE, SAMPLE, BURST = 3, 9, 32, 4, 3
     QUANTILE = 0.25
@@ -154,7 +154,7 @@ class ThreadChooser:
         self.runs = 0
         self._level = {o: 0.0 for o in options}        # QUANTILE of each option's samples (kept by record)
         self._cold = True                              # some option has fewer than WARMUP samples
-        self._best = options[0]                        # lowest median (kept by record)
+        self._best = options[0]                        # lowest level (kept by record)
         self._burst: list[int] = []                    # the timed runs left of the current burst
         self._lock = threading.Lock()
 

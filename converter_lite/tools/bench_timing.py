@@ -13,12 +13,11 @@ least one run).  One untimed run was not enough: onnxruntime's idle intra-op thr
 ~30 ms after its last run (measured from their CPU time, conv_net and bert_tiny sessions), while
 converter_lite's pool spins ~0.1 ms, so the disturbance fell almost only on the engine after onnxruntime (our
 2-thread runs met a busy second core: conv_net 125 us or, when the scheduler preempted a pool worker for a
-time slice, 1.1 ms, against 80 us alone, and the thread chooser, which sees such runs, kept 1 thread).  The timed runs thus report each engine at its own steady state, as a user running one
-engine sees it (onnxruntime keeps its default spinning).  An idle ``pause`` before each block is available but off: a pause lets every engine's threads fall
-asleep and the cores idle, and in trials it made the 2-thread runs after it slower, not cleaner.  The
-block (1 + 4 runs) is not a multiple of 4, so an engine's own periodic work (converter_lite's thread chooser
-times every 4th run and re-measures the other thread count every 16th) does not always land on the block's
-first, disturbed run.
+time slice, 1.1 ms, against 80 us alone, and the thread chooser, which sees such runs, kept 1 thread).  The
+timed runs thus report each engine at its own steady state, as a user running one engine sees it (onnxruntime
+keeps its default spinning).  An idle ``pause`` before each block is available but off: a pause lets every
+engine's threads fall asleep and the cores idle, and in trials it made the 2-thread runs after it slower, not
+cleaner.
 
 A model's loop is time-boxed by ``Budget``: rounds go on until both ``min_rounds`` rounds and ``min_seconds``
 have passed, and stop at ``max_seconds`` once ``floor_rounds`` rounds are done (slow engines on a slow machine).
