@@ -63,14 +63,16 @@ def is_parallel(plan: KernelPlan, threads: int, threshold: int) -> bool:
 
 
 def lower_kernel(graph: Graph, sym: str, parallel: bool | None = None, *, threads: int = 2,
-                 threshold: int = 1 << 15, kernel: str = "") -> tuple[ir.Module, bool]:
+                 threshold: int = 1 << 15, kernel: str = "",
+                 features: frozenset[str] = frozenset()) -> tuple[ir.Module, bool]:
     """The module defining ``void sym(void** args, int64 nthreads)`` for ``graph``; returns (module,
-    parallel).  ``parallel=None`` decides by ``is_parallel(plan, threads, threshold)``."""
+    parallel).  ``parallel=None`` decides by ``is_parallel(plan, threads, threshold)``; ``features``: the
+    target's CPU features the code may use (``TargetSpec.usable``)."""
     module = ir.Module(name=sym)
     plan = plan_kernel(graph)
     if parallel is None:
         parallel = is_parallel(plan, threads, threshold)
-    stage_fns = emit_stages(module, plan, sym, kernel)
+    stage_fns = emit_stages(module, plan, sym, kernel, features)
     run = emit_run(module, plan, sym, stage_fns)
     bodies = emit_chunk_bodies(module, plan, sym, stage_fns) if parallel else []
     entry = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR_PTR, I64]), sym)

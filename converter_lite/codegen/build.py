@@ -81,7 +81,7 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
         try:
             check_supported(graph, name)
             module, parallel = lower_kernel(graph, PLACEHOLDER, threads=num_threads_hint,
-                                            threshold=parallel_threshold, kernel=name)
+                                            threshold=parallel_threshold, kernel=name, features=tspec.usable)
         except UnsupportedOpError as e:
             if on_unsupported != "skip":
                 raise
@@ -179,7 +179,7 @@ def kernel_assembly(graph: Graph, target: dict | None = None, name: str = "kerne
     tspec = resolve_target(target)
     check_supported(graph, name)
     module, _ = lower_kernel(graph, symbol_for(name), threads=num_threads_hint, threshold=parallel_threshold,
-                             kernel=name)
+                             kernel=name, features=tspec.usable)
     module.triple = tspec.triple
     text = str(module)
     return text, KernelLibrary(tspec).assembly(text)

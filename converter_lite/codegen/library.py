@@ -68,6 +68,11 @@ class TargetSpec:
                 "required_features": None if self.required is None else list(self.required),
                 "llvmlite": llvmlite.__version__, "llvm": ".".join(map(str, llvm.llvm_version_info))}
 
+    @property
+    def usable(self) -> frozenset[str]:
+        """The CPU features generated code may rely on (empty when unknown)."""
+        return frozenset(self.required or ())
+
 
 @functools.cache
 def _init_llvm() -> None:

@@ -231,7 +231,7 @@ class StageEmitter:
     """Emits values of the kernel graph at indices, inside one stage function."""
 
     def __init__(self, module: ir.Module, fn: ir.Function, plan: KernelPlan, ptrs: list[ir.Value], kernel: str,
-                 consts: dict[int, ir.GlobalVariable]):
+                 consts: dict[int, ir.GlobalVariable], features: frozenset[str] = frozenset()):
         self.module = module
         self.consts = consts
         self.fn = fn
@@ -240,7 +240,7 @@ class StageEmitter:
         self.kernel = kernel
         self.entry = fn.append_basic_block("entry")
         self.b = ir.IRBuilder(self.entry)
-        self.math = MathEmitter(self.b, module)
+        self.math = MathEmitter(self.b, module, ldexp="avx512f" in features)
         self._memo: list[dict] = [{}]
         self.cached: dict[int, Buffer] = {}       # values of this stage read from a buffer (reuse.py)
         self.free_guards: frozenset = frozenset()  # constant-Pad guards known to hold here (interior.py)
@@ -475,13 +475,15 @@ def _inner_hints(st: MapStage, extent: int | None = None, interior: bool = False
     return (interior_hints if interior else access_hints)(n, SHORT_INNER)
 
 
-def emit_stages(module: ir.Module, plan: KernelPlan, sym: str, kernel: str = "") -> list[ir.Function]:
-    """Emits one internal function ``<sym>.sK(bufs..., lo, hi)`` per stage of ``plan``."""
+def emit_stages(module: ir.Module, plan: KernelPlan, sym: str, kernel: str = "",
+                features: frozenset[str] = frozenset()) -> list[ir.Function]:
+    """Emits one internal function ``<sym>.sK(bufs..., lo, hi)`` per stage of ``plan``; ``features`` are the
+    target CPU's (LLVM names), for the few choices that depend on them (MathEmitter's ``ldexp``)."""
     stage_fns = []
     consts: dict[int, ir.GlobalVariable] = {}
     for k, st in enumerate(plan.stages):
         fn, ptrs = _stage_function(module, plan, f"{sym}.s{k}")
-        em = StageEmitter(module, fn, plan, ptrs, kernel, consts)
+        em = StageEmitter(module, fn, plan, ptrs, kernel, consts, features)
         lo, hi = fn.args[-2], fn.args[-1]
         body = fn.append_basic_block("body")
         em.b.branch(body)

@@ -85,9 +85,12 @@ SINCOS_MAX = float(2 ** 24)
 class MathEmitter:
     """Emits the approximations with builder ``b`` into ``module`` (for intrinsic declarations)."""
 
-    def __init__(self, b: ir.IRBuilder, module: ir.Module):
+    def __init__(self, b: ir.IRBuilder, module: ir.Module, *, ldexp: bool = False):
+        """``ldexp``: scale float32 exp results with ``llvm.ldexp``, which the x86 back end turns into one
+        ``vscalefps`` when the target has AVX-512F (and into libm calls when it has not: pass False there)."""
         self.b = b
         self.module = module
+        self.ldexp = ldexp
 
     # -- small helpers -------------------------------------------------------------------------------------
     def intrinsic(self, name: str, ty: ir.Type, nargs: int = 1) -> ir.Function:
@@ -179,6 +182,12 @@ class MathEmitter:
             r = self.fma(n, self.c(F32, -0.693359375), xc)
             r = self.fma(n, self.c(F32, 2.12194440e-4), r)
             y = self._expf_poly(r)
+            if self.ldexp:
+                # y * 2**n in one instruction (vscalefps): exact for normal and denormal results alike; n + 254
+                # sits in t's low mantissa bits, so n is t's bits minus those of _MAGIC + 254 (NaN: y is NaN)
+                ni = b.sub(b.bitcast(t, I32), ir.Constant(I32, _MAGIC_BITS + EXPF_BIAS2))
+                fnty = ir.FunctionType(F32, [F32, I32])
+                return b.call(self.module.declare_intrinsic("llvm.ldexp", [F32, I32], fnty), [y, ni])
             # 2**n in two normal factors 2**floor(n/2) * 2**ceil(n/2), from t's bits M + v (M = _MAGIC_BITS,
             # v = n + 254 carrying both exponent biases): h = (M + v) >> 1 = M/2 + floor(v/2) and
             # (M + v) - h = M/2 + ceil(v/2), and M/2 << 23 wraps to 0 (M/2 has 21 trailing zero bits), so

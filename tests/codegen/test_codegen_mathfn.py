@@ -35,13 +35,24 @@ FUNCS = {"Exp": F32, "Log": F32, "Tanh": F32, "Sigmoid": F32, "Erf": F32, "Sin":
          "Exp64": F64, "Log64": F64, "Tanh64": F64}
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory):
+# every bound holds for both ways of scaling exp's result: llvm.ldexp (vscalefps) on AVX-512 targets and the
+# two-factor bit trick elsewhere (the second library is built for this host without AVX-512F)
+@pytest.fixture(scope="module", params=["host", "no-avx512f"])
+def lib(tmp_path_factory, request):
     cases = []
     for name, dt in FUNCS.items():
         op = name.rstrip("64")
         cases.append(Case(name, make_graph(name, [(dt, (N + 16,))], lambda b, x, op=op: b.op(op, x))))
-    return shared_library(tmp_path_factory, "mathfn", cases, num_threads=1)
+    target = {"cpu_feature": "-avx512f"} if request.param == "no-avx512f" else None
+    return shared_library(tmp_path_factory, f"mathfn-{request.param}", cases, num_threads=1, target=target)
+
+
+def test_exp_scaling_follows_the_target():
+    """float32 exp scales with llvm.ldexp only for targets with AVX-512F (elsewhere it would become libm calls)."""
+    from converter_lite.codegen.abi import lower_kernel
+    g = make_graph("Exp", [(F32, (64,))], lambda b, x: b.op("Exp", x))
+    assert "llvm.ldexp" in str(lower_kernel(g, "k", features=frozenset({"avx512f"}))[0])
+    assert "llvm.ldexp" not in str(lower_kernel(g, "k", features=frozenset({"avx2", "fma"}))[0])
 
 
 def _run(lib, name, x):
