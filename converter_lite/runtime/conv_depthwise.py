@@ -1,5 +1,6 @@
 """Depthwise float32 2-D Conv through the native depthwise driver (codegen/conv_depthwise.py): rows of 16
-output columns, masked loads for the padding, no padded copy.
+output columns, masked loads for the padding, no padded copy; stride-1 "same" Convs with square kernels run as
+flat planes, with the per-vector tap masks and the tap offsets computed here once, at load (``flat_tables``).
 
 ``native_depthwise(ctx, geo, w, bias)`` -> a ``DepthwiseConv`` (``workspace``, ``bind``, ``epilogue``) or None
 when it does not apply (not float32, not ``group == C == M``, column stride other than 1 or 2, a kernel wider
@@ -15,21 +16,52 @@ import numpy as np
 from .conv_direct import _aligned, _call
 from .conv_native import EpilogueHook, _bits
 
-SYMBOL = "cl_dwconv_v1_f32"
+SYMBOL = "cl_dwconv_v2_f32"
 FIELDS = ("n", "c", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "x", "y", "wt", "bias",
-          "residual", "clamp", "lo", "hi")
+          "residual", "clamp", "lo", "hi", "coords", "nvec", "jlo", "jhi")
 _F = {name: i for i, name in enumerate(FIELDS)}
 EXTRA = 1                    # i64 words after FIELDS the driver writes (planes per chunk)
 MAX_KW = 7
 MAX_WIDTH, ZERO_MARGIN, VL = 8192, 256, 16     # codegen/conv_depthwise.py's zero row and vector width
 
 
+MAX_FLAT_VECTORS = 4096     # flat planes of at most 65536 outputs (the coordinate table: 128 bytes per vector)
+
+
+def flat(geo) -> bool:
+    """The flat-plane form applies: stride 1, a square kernel of at most MAX_KW, output rows as wide as the
+    input rows (so every tap is a constant offset in the flattened plane), a plane of at most
+    MAX_FLAT_VECTORS vectors."""
+    return (geo.sh == geo.sw == 1 and geo.kh == geo.kw <= MAX_KW and geo.ow == geo.w
+            and -(-geo.oh * geo.ow // VL) <= MAX_FLAT_VECTORS)
+
+
+def flat_tables(geo) -> tuple[np.ndarray, tuple[int, int]]:
+    """(coords ``[nvec][2][VL]`` int32: the column and row of each output lane, row -2**30 for the lanes past
+    the plane; (jlo, jhi): the vectors whose tap-row windows (two consecutive vectors from each row's first
+    tap) lie inside the plane, which the driver reads with plain loads and lane shifts; none for column
+    dilations other than 1)."""
+    nvec = -(-geo.oh * geo.ow // VL)
+    p = np.arange(nvec * VL)
+    coords = _aligned((nvec, 2, VL), np.int32)
+    coords[:, 0] = (p % geo.ow).reshape(nvec, VL)
+    coords[:, 1] = np.where(p < geo.oh * geo.ow, p // geo.ow, -(1 << 30)).reshape(nvec, VL)
+    rows = [(ky * geo.dh - geo.pads[0]) * geo.w - geo.pads[1] for ky in range(geo.kh)]
+    jlo = jhi = 0
+    if geo.dw == 1:
+        jlo = max(0, -(-(-min(rows)) // VL))
+        jhi = max(jlo, min(nvec, (geo.h * geo.w - 2 * VL - max(rows)) // VL + 1))
+    return coords, (jlo, jhi)
+
+
 def applies(geo) -> bool:
-    """float32, group == C == M, column stride 1 or 2, kw <= MAX_KW, rows of at most MAX_WIDTH columns whose
-    taps stay within ZERO_MARGIN of the row (the driver's zero row), a non-empty output."""
+    """float32, group == C == M, a non-empty output, and either the flat form (``flat``) or the row form:
+    column stride 1 or 2, kw <= MAX_KW, rows of at most MAX_WIDTH columns whose taps stay within ZERO_MARGIN
+    of the row (the driver's zero row)."""
+    if not (geo.dtype == np.float32 and geo.group == geo.c == geo.m and geo.n * geo.c * geo.oh * geo.ow > 0):
+        return False
     reach = max(geo.pads[1], (geo.ow - 1) * geo.sw + (geo.kw - 1) * geo.dw + 2 * VL - geo.pads[1] - geo.w)
-    return (geo.dtype == np.float32 and geo.group == geo.c == geo.m and geo.sw in (1, 2) and geo.kw <= MAX_KW
-            and geo.w <= MAX_WIDTH and reach <= ZERO_MARGIN and geo.n * geo.c * geo.oh * geo.ow > 0)
+    return flat(geo) or (geo.sw in (1, 2) and geo.kw <= MAX_KW and geo.w <= MAX_WIDTH and reach <= ZERO_MARGIN)
 
 
 class DepthwiseConv(EpilogueHook):
@@ -42,6 +74,7 @@ class DepthwiseConv(EpilogueHook):
         self.wt[...] = np.asarray(w, np.float32).reshape(geo.c, geo.kh * geo.kw)
         self.bias = _aligned((geo.c,))
         self.bias[...] = 0 if bias is None else np.asarray(bias, np.float32).reshape(geo.c)
+        self.coords, self.window = flat_tables(geo) if flat(geo) else (None, (0, 0))
         self.workspace = 0
 
     def bind(self, ins, outs, ws, nt=1):
@@ -53,9 +86,12 @@ class DepthwiseConv(EpilogueHook):
                     dw=g.dw, pt=g.pads[0], pl=g.pads[1], x=x.ctypes.data, y=y.ctypes.data, wt=self.wt.ctypes.data,
                     bias=self.bias.ctypes.data, residual=ins[-1].ctypes.data if self.residual else 0,
                     clamp=int(self.clamp is not None), lo=_bits(lo), hi=_bits(hi))
+        if self.coords is not None:
+            vals.update(coords=self.coords.ctypes.data, nvec=len(self.coords), jlo=self.window[0],
+                        jhi=self.window[1])
         for name, v in vals.items():
             desc[_F[name]] = v
-        return _call(self.address, desc, nt, (ins, y, self.wt, self.bias, desc))
+        return _call(self.address, desc, nt, (ins, y, self.wt, self.bias, self.coords, desc))
 
 
 def native_depthwise(ctx, geo, w: np.ndarray, bias) -> DepthwiseConv | None:

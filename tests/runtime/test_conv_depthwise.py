@@ -98,3 +98,68 @@ def test_declined_geometries_use_the_numpy_path(tmp_path, rng):
         m = _converted(tmp_path, model)
         assert _kinds(m) == {"_Depthwise"}
         np.testing.assert_allclose(m.run(feeds)["y0"], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+# flat planes (stride 1, square kernel, output as wide as the input): planes smaller than a vector, planes that
+# are not a multiple of 16, several images (windows reaching into the neighbouring planes), k = 1..7, a column
+# dilation other than 1 (masked loads only), one plane alone (first and last of the tensor at once)
+FLAT_CASES = [
+    dict(n=1, c=96, h=40, w=40, k=(3, 3), pads=(1, 1, 1, 1)),
+    dict(n=2, c=7, h=5, w=5, k=(3, 3), pads=(1, 1, 1, 1)),
+    dict(n=1, c=5, h=10, w=10, k=(3, 3), pads=(1, 1, 1, 1), bias=False),
+    dict(n=1, c=1, h=13, w=3, k=(3, 3), pads=(1, 1, 1, 1)),
+    dict(n=2, c=3, h=9, w=21, k=(5, 5), pads=(2, 2, 2, 2)),
+    dict(n=1, c=4, h=15, w=17, k=(7, 7), pads=(3, 3, 3, 3)),
+    dict(n=1, c=3, h=4, w=4, k=(7, 7), pads=(3, 3, 3, 3)),                     # kernel wider than the image
+    dict(n=1, c=6, h=7, w=9, k=(1, 1)),
+    dict(n=1, c=4, h=12, w=35, k=(3, 3), pads=(2, 2, 2, 2), dil=(2, 2)),        # masked loads only
+    dict(n=1, c=3, h=11, w=18, k=(3, 3), pads=(0, 1, 1, 1)),                    # asymmetric rows: oh != h
+]
+
+
+def _flat_convs(model):
+    return [s.impl.bind.__self__ for s in model.plan.program.steps if s.node.op == "Conv"]
+
+
+@pytest.mark.parametrize("case", FLAT_CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+@pytest.mark.parametrize("nt", [1, 2])
+def test_flat_planes_match_onnxruntime(tmp_path, rng, case, nt):
+    model, feeds = _model(rng, **case)
+    m = _converted(tmp_path, model, nt)
+    convs = _flat_convs(m)
+    assert len(convs) == 1 and convs[0].coords is not None            # the flat form ran
+    np.testing.assert_allclose(m.run(feeds)["y0"], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("epilogue", [None, "clip", "residual"])
+def test_flat_planes_keep_infinities_to_their_own_plane(tmp_path, rng, epilogue):
+    """Windows read the neighbouring planes' rows; those lanes are masked off, so an infinity or NaN next to a
+    plane (first/last row and column of the neighbours) reaches only the outputs that really see it."""
+    model, feeds = _model(rng, 2, 6, 9, 11, (3, 3), pads=(1, 1, 1, 1), epilogue=epilogue)
+    x = feeds["x"]
+    x[0, 1, 0, :] = np.inf
+    x[0, 2, -1, :] = -np.inf
+    x[0, 3, :, 0] = np.nan
+    x[1, 4, :, -1] = np.inf
+    m = _converted(tmp_path, model)
+    assert _flat_convs(m)[0].coords is not None
+    name = "y0" if epilogue is None else "y"
+    got, want = m.run(feeds)[name], run_ort(model, feeds)[0]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_flat_tables():
+    """The coordinate table and the plain-load window of a 10x10 3x3 plane."""
+    from types import SimpleNamespace
+    geo = SimpleNamespace(oh=10, ow=10, h=10, w=10, kh=3, kw=3, dh=1, dw=1, pads=(1, 1, 1, 1))
+    coords, (jlo, jhi) = conv_depthwise.flat_tables(geo)
+    assert coords.shape == (7, 2, 16) and coords.ctypes.data % 64 == 0
+    p = np.arange(112)
+    assert (coords[:, 0].reshape(-1) == p % 10).all()
+    assert (coords[:, 1].reshape(-1)[:100] == p[:100] // 10).all() and (coords[:, 1].reshape(-1)[100:] < 0).all()
+    # windows of vector j, tap row ky: [16j - 11 + 10ky, 16j - 11 + 10ky + 32) inside [0, 100)
+    assert (jlo, jhi) == (1, 4)
+    geo.dw = 2
+    assert conv_depthwise.flat_tables(geo)[1] == (0, 0)

@@ -19,7 +19,9 @@ gathering with stride H*W (measured 1.7x faster on convnext_mini than fusing the
 kernel, which was slower than the numpy Conv).
 
 Declined: not 2-D (rank-4 input), group != C_in, channel multiplier != 1, a non-constant weight or bias,
-``auto_pad`` other than NOTSET, a kernel larger than ``MAX_KERNEL`` per axis, non-float dtype.
+``auto_pad`` other than NOTSET, a kernel larger than ``MAX_KERNEL`` per axis, non-float dtype; and float32
+stride-1 Convs with a square kernel whose output is as wide as the input (before a zero Pad the runtime absorbs),
+not read by NHWC transposes: the native depthwise driver runs those as flat planes, faster than the taps.
 """
 from __future__ import annotations
 
@@ -60,6 +62,8 @@ def expand_depthwise_conv(b: GraphBuilder, node: Node) -> list:
     out = node.outputs[0].type.shape
     oh, ow = int(out[2]), int(out[3])
     nhwc = _feeds_nhwc_transposes(b, node)
+    if not nhwc and native_driver_runs(x, (kh, kw), (sh, sw), ow):
+        raise Declined("stride-1 'same' depthwise Conv: the native depthwise driver runs it")
     if nhwc:                            # work in [N, H, W, C]: the taps are then contiguous over C
         x = b.op("Transpose", x, perm=NHWC)
     h_ax, w_ax = (1, 2) if nhwc else (2, 3)
@@ -86,6 +90,30 @@ def expand_depthwise_conv(b: GraphBuilder, node: Node) -> list:
     if nhwc:
         acc = b.op("Transpose", acc, perm=NCHW)
     return [acc]
+
+
+def native_driver_runs(x, kernel: tuple[int, int], strides: tuple[int, int], ow: int) -> bool:
+    """Whether the Conv is left to the runtime's native depthwise driver: float32, stride 1, a square kernel,
+    output rows as wide as the input's (before a zero Pad the runtime absorbs) -- the driver's flat planes
+    (codegen/conv_depthwise.py), 2-4x faster than the fused tap kernel (mobilenet_v2_half, one thread: 96 x 40
+    x 40 3x3 32 us against 65, 96 x 20 x 20 8 against 21)."""
+    return (x.dtype.np == np.float32 and strides == (1, 1) and kernel[0] == kernel[1]
+            and ow == _unpadded_width(x))
+
+
+def _unpadded_width(x) -> int:
+    """The input's width before a zero-constant Pad that only pads H and W (which the runtime's Conv absorbs
+    into its padding), else its width."""
+    prod = x.v.producer
+    if prod is not None and prod.op == "Pad" and prod.attrs.get("mode", "constant") == "constant":
+        pads = prod.inputs[1].const if len(prod.inputs) > 1 and prod.inputs[1] is not None else None
+        fill = prod.inputs[2] if len(prod.inputs) > 2 else None
+        axes = prod.inputs[3] if len(prod.inputs) > 3 else None
+        zero_fill = fill is None or (fill.const is not None and not np.asarray(fill.const).any())
+        if (pads is not None and axes is None and zero_fill and len(pads) == 8 and not any(pads[[0, 1, 4, 5]])
+                and pads.min() >= 0):
+            return int(prod.inputs[0].shape[3])
+    return int(x.shape[3])
 
 
 def _feeds_nhwc_transposes(b: GraphBuilder, node: Node) -> bool:

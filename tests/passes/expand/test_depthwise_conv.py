@@ -48,6 +48,11 @@ def conv_model(rng, c, hw, k, strides=(1, 1), pads=(0, 0, 0, 0), dil=(1, 1), bia
     return model, {"x": rng.standard_normal((1, c, h, w)).astype(np.float32)}
 
 
+@pytest.fixture(autouse=True)
+def _taps(tap_depthwise):
+    """These tests are about the expansion: it runs for every geometry here (see test_native_driver_policy)."""
+
+
 def expand(model, config=None):
     graph = import_model(model)
     ctx = PassContext(config or GraphKernelConfig(opt_level=1), log=logging.getLogger("converter_lite"))
@@ -158,3 +163,37 @@ def test_nhwc_variant_before_a_transpose(rng, tmp_path, strides):
     assert len(taps) == 1 and "Transpose" not in taps[0].attrs["graph"].op_counts()
     got = converter_lite.load(res.output_path).run(feeds)["o"]
     assert_close(got, run_ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case, declined", [
+    ({"c": 4, "hw": (9, 9), "k": (3, 3), "pads": (1, 1, 1, 1)}, True),
+    ({"c": 3, "hw": (12, 11), "k": (7, 7), "pads": (3, 3, 3, 3)}, True),
+    ({"c": 2, "hw": (11, 13), "k": (3, 3), "dil": (2, 3), "pads": (2, 3, 2, 3)}, True),
+    ({"c": 4, "hw": (9, 8), "k": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}, False),     # stride 2
+    ({"c": 4, "hw": (9, 9), "k": (3, 3)}, False),                                              # narrower output
+    ({"c": 2, "hw": (6, 9), "k": (3, 1), "pads": (1, 0, 1, 0)}, False),                       # not square
+])
+def test_native_driver_policy(rng, monkeypatch, case, declined):
+    """Without the fixture: float32 stride-1 square "same" depthwise Convs stay Conv for the native driver."""
+    from converter_lite.passes.expand import depthwise_conv
+    monkeypatch.undo()
+    assert depthwise_conv.native_driver_runs.__name__ == "native_driver_runs"
+    model, feeds = conv_model(rng, **case)
+    graph, changed = expand(model)
+    assert changed != declined and ("Conv" in graph.op_counts()) == declined
+
+
+def test_native_driver_policy_sees_through_an_absorbed_pad(rng, monkeypatch):
+    """A zero Pad of H and W before a pads=0 Conv (mobilenet's export) counts as the Conv's own padding."""
+    from converter_lite.passes.expand import depthwise_conv
+    monkeypatch.undo()
+    c = 4
+    inits = {"w": rng.standard_normal((c, 1, 3, 3)).astype(np.float32),
+             "p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}
+    nodes = [oh.make_node("Pad", ["x", "p"], ["xp"]),
+             oh.make_node("Conv", ["xp", "w"], ["y"], group=c, kernel_shape=[3, 3])]
+    model = make_model(nodes, [tensor_info("x", np.float32, [1, c, 8, 8])],
+                       [tensor_info("y", np.float32, [1, c, 8, 8])], inits)
+    assert depthwise_conv.native_driver_runs.__name__ == "native_driver_runs"
+    graph, changed = expand(model)
+    assert not changed and "Conv" in graph.op_counts()

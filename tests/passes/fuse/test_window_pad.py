@@ -33,7 +33,7 @@ def _model(rng, c=8, hw=10, k=3):
 @pytest.mark.parametrize("flags, k, pad_inside", [("--opt_level=2", 3, True),
                                                   ("--opt_level=2 --disable_cluster_ops=Pad", 3, False),
                                                   ("--opt_level=2", 7, False)])     # 7x7 over 10x10: 16% interior
-def test_window_pad_joins_the_tap_kernel_not_its_producer(rng, tmp_path, flags, k, pad_inside):
+def test_window_pad_joins_the_tap_kernel_not_its_producer(rng, tmp_path, tap_depthwise, flags, k, pad_inside):
     model, feeds = _model(rng, k=k)
     config = build_config(None, graph_kernel_flags=flags, env={}, dump_dir=str(tmp_path))
     res = convert_model(model, str(tmp_path / "m"), config=config)
