@@ -1,6 +1,6 @@
 """The direct convolution driver: register-tiled float32 2-D convolution without im2col (a support function).
 
-    void cl_conv2d_direct_v1_f32(i8* desc, i64 nthreads)
+    void cl_conv2d_direct_v2_f32(i8* desc, i64 nthreads)
 
 Vectorised over output channels, not pixels: the weights are packed (by the runtime, once) in blocks of
 ``VL`` = 16 output channels, ``wpk[g][block][k][16]`` with ``k = (c, ky, kx)`` over the group's input channels
@@ -13,7 +13,8 @@ vector registers (``ocv`` blocks of 16 channels, ``rows x cols`` output pixels o
 
 ``koff[k]`` is the input offset of tap ``k`` (``c*hp*wp + ky*dh*wp + kx*dw``, precomputed by the runtime), so
 dilation is free and each tile row needs one base pointer (pixels ``q*sw`` apart, ``sw`` a constant of the
-microkernel: 1 or 2).  The padding is materialised once per run: the input is copied into a zero-bordered
+microkernel: 1, 2 or 4 -- ``STRIDES``; 4 for the 4x4 patch embeddings of ConvNeXt and Swin).  The padding is
+materialised once per run: the input is copied into a zero-bordered
 buffer ``xp`` (phase 1, channels split over the pool) unless the convolution has no padding.  The accumulators
 start at the bias.  The epilogue transposes each ``16 x cols`` block in registers (shuffles), then per output
 channel adds the residual (if any), clamps (Relu/Clip, NaN stays NaN) and stores ``cols`` contiguous outputs
@@ -25,7 +26,7 @@ tile, else (16 registers) ``PMAX = 6`` and one block.  Chunks of the pool are ru
 group, channel super-block), about ``CHUNKS_PER_THREAD`` per thread.
 
 Record (i64 fields, ``FIELDS``; addresses as integers): ``n c h w`` input, ``m group`` output channels and
-groups, ``oh ow sh`` output size and row stride, ``sw`` column stride (1 or 2), ``pt pl`` top/left padding,
+groups, ``oh ow sh`` output size and row stride, ``sw`` column stride (``STRIDES``), ``pt pl`` top/left padding,
 ``hp wp`` the read extent of a padded plane, ``pad`` (1: copy into ``xp`` first), ``x xp y`` buffers,
 ``wpk bpk koff`` packed weights / bias (``[g][block][16]``, zeros when none) / tap offsets (``K`` i64),
 ``k nblk`` taps per group and 16-blocks per group, ``residual`` (0 or an array shaped like ``y``),
@@ -39,10 +40,11 @@ from .loops import for_range, loop_id
 from .pool import BODY_TYPE, declare_pool
 from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I32, I64, VOID
 
-DIRECT_SYMBOL = "cl_conv2d_direct_v1_f32"
+DIRECT_SYMBOL = "cl_conv2d_direct_v2_f32"
 FIELDS = ("n", "c", "h", "w", "m", "group", "oh", "ow", "sh", "sw", "pt", "pl", "hp", "wp", "pad", "x", "xp",
           "y", "wpk", "bpk", "koff", "k", "nblk", "residual", "clamp", "lo", "hi", "wide")
 _F = {name: i for i, name in enumerate(FIELDS)}
+STRIDES = (1, 2, 4)                # column strides with their own microkernels (pixels q*sw apart)
 VL = 16                            # output channels per packed block (one AVX-512 vector)
 TILES = {True: (2, 12, 4), False: (1, 6, 4)}     # wide -> (channel blocks per tile, pixels per tile, max rows)
 CHUNKS_PER_THREAD = 4
@@ -314,9 +316,10 @@ def _emit_compute(module: ir.Module) -> ir.Function:
     hi = b.fptrunc(b.bitcast(f["hi"], F64), F32)
     sh, sw = f["sh"], f["sw"]
     rowstride = b.mul(sh, wp)
-    t1 = b.bitcast(module.globals["cl_convd.table_s1"], MK_TYPE.as_pointer().as_pointer())
-    t2 = b.bitcast(module.globals["cl_convd.table_s2"], MK_TYPE.as_pointer().as_pointer())
-    table = b.select(b.icmp_signed("==", sw, _c(2)), t2, t1)
+    table = b.bitcast(module.globals["cl_convd.table_s1"], MK_TYPE.as_pointer().as_pointer())
+    for s in STRIDES[1:]:
+        ts = b.bitcast(module.globals[f"cl_convd.table_s{s}"], MK_TYPE.as_pointer().as_pointer())
+        table = b.select(b.icmp_signed("==", sw, _c(s)), ts, table)
     _, rmax, pmax = TILES_MAX
     t0 = b.mul(ci, tpc)
     with for_range(b, t0, _min(b, b.add(t0, tpc), tiles), "t") as t:
@@ -384,11 +387,11 @@ def _emit_pad(module: ir.Module) -> ir.Function:
 
 
 def emit_conv_direct(module: ir.Module) -> ir.Function:
-    """Defines ``cl_conv2d_direct_v1_f32(i8* desc, i64 nthreads)`` (see the module doc) in ``module``.  The
+    """Defines ``cl_conv2d_direct_v2_f32(i8* desc, i64 nthreads)`` (see the module doc) in ``module``.  The
     record has two i64 words after ``FIELDS`` that the entry point writes for its bodies (tiles per chunk,
     planes per padding chunk)."""
-    _table(module, 1)
-    _table(module, 2)
+    for sw in STRIDES:
+        _table(module, sw)
     compute = _emit_compute(module)
     pad = _emit_pad(module)
     pool = declare_pool(module)

@@ -2,11 +2,11 @@
 
 * 1x1, stride 1, unpadded (``PointwiseConv``, codegen/conv_pointwise.py): vectorised over pixels, weights
   packed ``[G, nmb, C/G, 6]``;
-* any other geometry with column stride 1 or 2 (``DirectConv``, codegen/conv_direct.py): vectorised over
+* any other geometry with column stride 1, 2 or 4 (``DirectConv``, codegen/conv_direct.py): vectorised over
   output channels, reading the input in place (or a zero-bordered copy when the Conv pads).
 
 ``native_direct(ctx, geo, w, bias)`` -> a plan (``workspace``, ``bind``, ``epilogue``) or None when neither
-applies (not float32, column stride other than 1 or 2, empty, or a model whose native code lacks the driver);
+applies (not float32, column stride other than 1, 2 or 4, empty, or a model whose native code lacks the driver);
 conv_native.py's im2col + BLAS driver and then fast_conv.py's numpy paths are the fallbacks.
 
 At load the weights ``[M, C/G, kh, kw]`` are packed once into blocks of 16 output channels
@@ -24,13 +24,14 @@ from .conv_native import EpilogueHook, _bits
 from .native import wide_vectors
 from .runlist import tag
 
-SYMBOL = "cl_conv2d_direct_v1_f32"
+SYMBOL = "cl_conv2d_direct_v2_f32"
 POINTWISE_SYMBOL = "cl_conv1x1_v1_f32"
 FIELDS = ("n", "c", "h", "w", "m", "group", "oh", "ow", "sh", "sw", "pt", "pl", "hp", "wp", "pad", "x", "xp",
           "y", "wpk", "bpk", "koff", "k", "nblk", "residual", "clamp", "lo", "hi", "wide")
 _F = {name: i for i, name in enumerate(FIELDS)}
 EXTRA = 2                          # i64 words after FIELDS the driver writes (tiles per chunk, planes per chunk)
 VL = 16
+STRIDES = (1, 2, 4)                # codegen/conv_direct.py's microkernel tables
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
 
 
@@ -148,8 +149,8 @@ class DirectConv(EpilogueHook):
 
 
 def applies(geo) -> bool:
-    """Whether the direct driver computes this geometry (float32, dense or grouped, column stride 1 or 2)."""
-    return geo.dtype == np.float32 and geo.sw in (1, 2) and geo.n * geo.oh * geo.ow > 0 and geo.m > 0
+    """Whether the direct driver computes this geometry (float32, dense or grouped, column stride in STRIDES)."""
+    return geo.dtype == np.float32 and geo.sw in STRIDES and geo.n * geo.oh * geo.ow > 0 and geo.m > 0
 
 
 def native_direct(ctx, geo, w: np.ndarray, bias):

@@ -28,6 +28,8 @@ EXTRA_CASES = [  # x shape, w shape, attrs
     ((1, 12, 16, 16), (12, 4, 3, 3), {"pads": (0, 0, 2, 2), "group": 3}),        # bottom/right pads only
     ((1, 4, 11, 30), (6, 4, 3, 3), {"strides": (2, 1), "pads": (1, 1, 1, 1)}),   # row stride only
     ((1, 6, 10, 10), (8, 6, 3, 3), {"strides": (1, 2), "dilations": (2, 2)}),     # no pads, dilated, strided
+    ((1, 3, 40, 44), (32, 3, 4, 4), {"strides": (4, 4)}),                         # ConvNeXt's patch embedding
+    ((2, 5, 19, 23), (20, 5, 3, 5), {"strides": (2, 4), "pads": (1, 2, 1, 2)}),   # column stride 4, padded
 ]
 POINTWISE_CASES = [
     ((1, 8, 40, 40), (48, 8, 1, 1), {}),                                          # 1600 pixels: 25 blocks
@@ -69,7 +71,7 @@ def _check(resolver, x, w, b, attrs, pad=None, threads=(1, 2, 3)):
 @pytest.mark.parametrize("bias", [True, False])
 def test_against_reference(resolver, wide, pointwise, case, bias):
     xs, ws, attrs = ALL[case]
-    if attrs.get("strides", (1, 1))[1] not in (1, 2):
+    if attrs.get("strides", (1, 1))[1] not in conv_direct.STRIDES:
         pytest.skip("column stride 3: the im2col driver's case")
     rng = np.random.default_rng(case)
     _check(resolver, _arr(rng, *xs), _arr(rng, *ws), _arr(rng, ws[0]) if bias else None, attrs)
@@ -107,7 +109,7 @@ def test_other_column_strides_and_float64_use_other_paths(resolver):
 def test_record_layouts_match_the_drivers():
     from converter_lite.codegen import conv_pointwise
     assert conv_direct.FIELDS == codegen_direct.FIELDS and conv_direct.SYMBOL == codegen_direct.DIRECT_SYMBOL
-    assert conv_direct.VL == codegen_direct.VL
+    assert conv_direct.VL == codegen_direct.VL and conv_direct.STRIDES == codegen_direct.STRIDES
     assert conv_direct.PointwiseConv.FIELDS == conv_pointwise.FIELDS
     assert conv_direct.PointwiseConv.MR == conv_pointwise.MR
     assert conv_direct.POINTWISE_SYMBOL == conv_pointwise.POINTWISE_SYMBOL
