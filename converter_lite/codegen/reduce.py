@@ -26,7 +26,7 @@ from ..ir.core import Node
 from ..ir.dtype import DType
 from .index import Index
 from .loops import access_hints, loop_nest
-from .types import F32, compute_type, constant, is_unsigned
+from .types import F32, I32, compute_type, constant, is_unsigned
 
 REDUCE_SHORT = 64         # reduced innermost extents below this get loop hints (_reduce_hints)
 
@@ -232,18 +232,20 @@ def emit_reduce(em, st: ReduceStage, lo: ir.Value, hi: ir.Value) -> None:
         # float max/min: a NaN-ignoring max (one vmaxps) and a separate "saw a NaN" flag, instead of the
         # NaN-propagating llvm.maximum (six instructions per vector and a slow horizontal tail)
         fast_ext = dtype.is_float and red.combine in ("max", "min")
-        nan_slot = em.alloca_entry(ir.IntType(1)) if fast_ext else None
+        # the flag is an i32, not an i1: LLVM 22's SLP vectoriser miscompiled i1 flags of several rows combined
+        # (a softmax over [6, 4, 5] at opt_level 3 got one row's flag set; tests/codegen: test_reduce_nan_flags)
+        nan_slot = em.alloca_entry(I32) if fast_ext else None
         kept = st.kept
         with loop_nest(b, [extent(d) for d in kept], "k") as kc:
             b.store(identity(red, adt), slot)
             if fast_ext:
-                b.store(ir.Constant(ir.IntType(1), 0), nan_slot)
+                b.store(ir.Constant(I32, 0), nan_slot)
             with loop_nest(b, [extent(d) for d in st.axes], "r", _reduce_hints(shape[st.axes[-1]] if st.axes else 1, count)) as rc, \
                     em.memo_scope():
                 coords = _merge(len(shape), kept, kc, st.axes, rc)
                 x = element(coords)
                 if fast_ext:
-                    b.store(b.or_(b.load(nan_slot), b.fcmp_unordered("uno", x, x)), nan_slot)
+                    b.store(b.or_(b.load(nan_slot), b.zext(b.fcmp_unordered("uno", x, x), I32)), nan_slot)
                     name = "llvm.maxnum" if red.combine == "max" else "llvm.minnum"
                     fn = em.math.intrinsic(name, x.type, 2)
                     b.store(b.call(fn, [b.load(slot), x], fastmath=("nnan", "nsz")), slot)
@@ -255,7 +257,8 @@ def emit_reduce(em, st: ReduceStage, lo: ir.Value, hi: ir.Value) -> None:
             full = _merge(len(shape), kept, kc, st.axes, [zero] * len(st.axes))
             acc = b.load(slot)
             if fast_ext:
-                acc = b.select(b.load(nan_slot), ir.Constant(acc.type, math.nan), acc)
+                acc = b.select(b.icmp_unsigned("!=", b.load(nan_slot), ir.Constant(I32, 0)),
+                               ir.Constant(acc.type, math.nan), acc)
             result = finalize(em, red, acc, count, adt)
             em.store_compute(st.dst, out_index(full), _to_out(em, result, adt, out_dtype))
         return
