@@ -13,6 +13,10 @@ explicit pads and ``ceil_mode``'s overhang.
 
 Declined: rank other than 4, a float16/integer input, MaxPool with the Indices output, negative pads, more
 than ``MAX_TAPS`` taps.
+
+GlobalAveragePool (float32/float64, rank >= 3) -> ReduceSum over the spatial axes (kept) times 1/count, as
+MindSpore's ReduceMean expander: one native reduction kernel (one loop over the spatial block), fused with the
+elementwise ops before it (a residual Add and Relu), in place of numpy's mean.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ from ...ir.core import Node
 from ...ir.dtype import DType
 from ...ops.nn_pool import _axis_counts
 from ...ops.nn_window import resolve_window
-from .emit import input_value
+from .emit import input_value, mean
 from .registry import Declined, expander
 
 MAX_TAPS = 49
@@ -77,3 +81,13 @@ def expand_pool(b: GraphBuilder, node: Node) -> list:
     if (count == count.flat[0]).all():
         return [acc / b.const(np.asarray(count.flat[0], x.dtype.np))]
     return [acc / b.const(np.ascontiguousarray(count).reshape(1, 1, oh, ow))]
+
+
+@expander("GlobalAveragePool")
+def expand_global_average_pool(b: GraphBuilder, node: Node) -> list:
+    x = input_value(b, node, 0)
+    if x.dtype not in (DType.float32, DType.float64):
+        raise Declined(f"{x.dtype.name} input (float32/float64 only)")
+    if x.type.rank < 3:
+        raise Declined(f"rank {x.type.rank} input (no spatial axes)")
+    return [mean(x, range(2, x.type.rank))]

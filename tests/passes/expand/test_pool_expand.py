@@ -81,3 +81,31 @@ def test_declines(rng):
     for model in (indices, one_d):
         graph = import_model(model)
         assert not ExpandOpsPass().run(graph, ctx)
+
+
+@pytest.mark.needs_cc
+@pytest.mark.parametrize("shape", [(1, 16, 7, 7), (2, 5, 9), (1, 3, 4, 5, 6), (2, 8, 1, 1)], ids=str)
+def test_global_average_pool_matches_onnxruntime(rng, tmp_path, shape):
+    """GlobalAveragePool -> ReduceSum over the spatial axes * 1/count: one native kernel, with the Relu before
+    it fused in; NaN and infinities in a plane reach only that plane's mean."""
+    nodes = [oh.make_node("Relu", ["x"], ["r"]), oh.make_node("GlobalAveragePool", ["r"], ["y"])]
+    model = make_model(nodes, [tensor_info("x", np.float32, list(shape))], [tensor_info("y", np.float32, None)])
+    config = build_config(None, graph_kernel_flags="--opt_level=2", env={}, dump_dir=str(tmp_path))
+    res = convert_model(model, str(tmp_path / "m"), config=config)
+    counts = res.graph.op_counts()
+    assert "GlobalAveragePool" not in counts and counts.get("GraphKernel", 0) >= 1, counts
+    x = rng.standard_normal(shape).astype(np.float32)
+    x.reshape(-1)[0] = np.nan
+    if x.shape[1] > 1:
+        x[0, 1].reshape(-1)[-1] = np.inf
+    got = converter_lite.load(res.output_path).run({"x": x})["y"]
+    want = run_ort(model, {"x": x})[0]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_global_average_pool_declines_float16():
+    ctx = PassContext(GraphKernelConfig(opt_level=1), log=logging.getLogger("converter_lite"))
+    model = make_model([oh.make_node("GlobalAveragePool", ["x"], ["y"])],
+                       [tensor_info("x", np.float16, [1, 2, 4, 4])], [tensor_info("y", np.float16, None)])
+    assert not ExpandOpsPass().run(import_model(model), ctx)
