@@ -13,17 +13,19 @@ vector registers (``ocv`` blocks of 16 channels, ``rows x cols`` output pixels o
 
 ``koff[k]`` is the input offset of tap ``k`` (``c*hp*wp + ky*dh*wp + kx*dw``, precomputed by the runtime), so
 dilation is free and each tile row needs one base pointer (pixels ``q*sw`` apart, ``sw`` a constant of the
-microkernel: 1, 2 or 4 -- ``STRIDES``; 4 for the 4x4 patch embeddings of ConvNeXt and Swin).  The padding is
-materialised once per run: the input is copied into a zero-bordered
-buffer ``xp`` (phase 1, channels split over the pool) unless the convolution has no padding.  The accumulators
-start at the bias.  The epilogue transposes each ``16 x cols`` block in registers (shuffles), then per output
-channel adds the residual (if any), clamps (Relu/Clip, NaN stays NaN) and stores ``cols`` contiguous outputs
-(NCHW) with a masked store.
+microkernel: 1, 2 or 4 -- ``STRIDES``; 4 for the 4x4 patch embeddings of ConvNeXt and Swin).  A padded
+convolution reads a zero-bordered copy ``xp`` of its input: in row mode (below) each pool chunk first copies the
+rows its own tiles read (all channels of its group), so the thread that reads a row is the one that wrote it
+(plane mode: a padding phase split by planes first).  The accumulators start at the bias.  The epilogue
+transposes each ``16 x cols`` block in registers (shuffles), then per output channel adds the residual (if any),
+clamps (Relu/Clip, NaN stays NaN) and stores ``cols`` contiguous outputs (NCHW) with a masked store.
 
 Tiles: an output image is cut into row groups of ``R`` rows and column segments of ``Q`` (balanced) columns
 with ``R * Q <= PMAX``; with ``wide`` (AVX-512: 32 vector registers) ``PMAX = 12`` and two channel blocks per
 tile, else (16 registers) ``PMAX = 6`` and one block.  Chunks of the pool are runs of tiles of one (image,
-group, channel super-block), about ``CHUNKS_PER_THREAD`` per thread.
+group), about ``CHUNKS_PER_THREAD`` per thread, each computing them for every channel super-block in turn (row
+mode); when there are too few tiles for that, runs of tiles of one (image, group, super-block) after a
+padding phase split by planes (plane mode).
 
 Record (i64 fields, ``FIELDS``; addresses as integers): ``n c h w`` input, ``m group`` output channels and
 groups, ``oh ow sh`` output size and row stride, ``sw`` column stride (``STRIDES``), ``pt pl`` top/left padding,
@@ -282,7 +284,7 @@ def _chunking(b: ir.IRBuilder, f: _Fields, nthreads: ir.Value, tiles: ir.Value, 
     return tpc, _cdiv(b, tiles, tpc)
 
 
-def _emit_compute(module: ir.Module) -> ir.Function:
+def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
     fn = ir.Function(module, BODY_TYPE, f"{DIRECT_SYMBOL}.tiles")
     fn.linkage = "internal"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -292,26 +294,21 @@ def _emit_compute(module: ir.Module) -> ir.Function:
     tiles = b.mul(nrow, nseg)
     tpc = b.load(b.gep(b.bitcast(fn.args[0], I64P), [_c(len(FIELDS))]))      # written by the entry point
     cpu = _cdiv(b, tiles, tpc)
+    rowmode = b.icmp_signed("!=", b.load(b.gep(b.bitcast(fn.args[0], I64P), [_c(len(FIELDS) + 1)])), _c(0))
     ci, unit = b.srem(chunk, cpu), b.sdiv(chunk, cpu)
-    sb, img = b.srem(unit, nsb), b.sdiv(unit, nsb)
+    img = b.select(rowmode, unit, b.sdiv(unit, nsb))
+    sb0 = b.select(rowmode, _c(0), b.srem(unit, nsb))
+    sb1 = b.select(rowmode, nsb, b.add(sb0, _c(1)))
     g, n = b.srem(img, f["group"]), b.sdiv(img, f["group"])
     cg, mg = b.sdiv(f["c"], f["group"]), b.sdiv(f["m"], f["group"])
     hp, wp, oh, ow, kk = f["hp"], f["wp"], f["oh"], f["ow"], f["k"]
-    src = b.select(b.icmp_signed("!=", f["pad"], _c(0)), f.ptr("xp"), f.ptr("x"))
+    padded = b.icmp_signed("!=", f["pad"], _c(0))
+    src = b.select(padded, f.ptr("xp"), f.ptr("x"))
     xbase = b.gep(src, [b.mul(b.add(b.mul(n, f["c"]), b.mul(g, cg)), b.mul(hp, wp))])
-    blk = b.add(b.mul(g, f["nblk"]), b.mul(sb, ocv_max))
     wstride = b.mul(kk, _c(VL))
-    wptr = b.gep(f.ptr("wpk"), [b.mul(blk, wstride)])
-    bptr = b.gep(f.ptr("bpk"), [b.mul(blk, _c(VL))])
-    m0 = b.mul(sb, b.mul(ocv_max, _c(VL)))
-    ocv = _min(b, ocv_max, b.sub(f["nblk"], b.mul(sb, ocv_max)))
-    nvalid = b.sub(mg, m0)
     plane = b.mul(oh, ow)
-    yoff = b.mul(b.add(b.mul(n, f["m"]), b.add(b.mul(g, mg), m0)), plane)
-    ybase = b.gep(f.ptr("y"), [yoff])
     resi = f["residual"]
     has_res = b.icmp_unsigned("!=", resi, _c(0))
-    rbase = b.select(has_res, b.gep(b.inttoptr(resi, FP), [yoff]), ybase)      # ybase: never read
     koff = b.inttoptr(f["koff"], I64P)
     flags = b.or_(b.select(b.icmp_signed("!=", f["clamp"], _c(0)), _c(FLAG_CLAMP), _c(0)),
                   b.select(has_res, _c(FLAG_RESIDUAL), _c(0)))
@@ -325,18 +322,43 @@ def _emit_compute(module: ir.Module) -> ir.Function:
         table = b.select(b.icmp_signed("==", sw, _c(s)), ts, table)
     _, rmax, pmax = TILES_MAX
     t0 = b.mul(ci, tpc)
-    with for_range(b, t0, _min(b, b.add(t0, tpc), tiles), "t") as t:
-        rg, seg = b.sdiv(t, nseg), b.srem(t, nseg)
-        oy0, ox0 = b.mul(rg, rr), b.mul(seg, qq)
-        reff = _min(b, rr, b.sub(oh, oy0))
-        qeff = _min(b, qq, b.sub(ow, ox0))
-        idx = b.add(b.mul(b.sub(ocv, _c(1)), _c(rmax * pmax)), b.add(b.mul(b.sub(reff, _c(1)), _c(pmax)),
-                                                                    b.sub(qeff, _c(1))))
-        mk = b.load(b.gep(table, [idx]))
-        xin = b.gep(xbase, [b.add(b.mul(oy0, rowstride), b.mul(ox0, sw))])
-        opix = b.add(b.mul(oy0, ow), ox0)
-        b.call(mk, [xin, rowstride, wptr, wstride, koff, kk, bptr, b.gep(ybase, [opix]), plane, ow, nvalid,
-                    b.gep(rbase, [opix]), flags, lo, hi])
+    t1 = _min(b, b.add(t0, tpc), tiles)
+    with b.if_then(b.and_(b.and_(padded, rowmode), b.icmp_signed("<", t0, t1))):
+        # the padded input rows this chunk's tiles read, padded here, by the thread that reads them (a separate
+        # pool phase split by channels made every compute chunk fetch half its input from the other core's
+        # cache: resnet_mini's 32x40x40 3x3 took 104 us on 2 threads, 75 without the padding); neighbouring
+        # chunks write the same halo rows with the same values
+        ya = b.mul(b.sdiv(t0, nseg), rr)
+        yb = _min(b, b.mul(b.add(b.sdiv(b.sub(t1, _c(1)), nseg), _c(1)), rr), oh)
+        span = b.sub(hp, b.mul(b.sub(oh, _c(1)), sh))          # padded rows one output row reads
+        r0 = b.mul(ya, sh)
+        r1 = _min(b, b.add(b.mul(b.sub(yb, _c(1)), sh), span), hp)
+        p0 = b.add(b.mul(n, f["c"]), b.mul(g, cg))
+        b.call(pad_rows, [b.bitcast(fn.args[0], BYTE_PTR), p0, b.add(p0, cg), r0, r1])
+    # row mode: every channel super-block of these rows here, one after the other (its weights stay in cache
+    # over the tiles; the rows stay in cache over the super-blocks), so the rows are padded once
+    with for_range(b, sb0, sb1, "sb") as sb:
+        blk = b.add(b.mul(g, f["nblk"]), b.mul(sb, ocv_max))
+        wptr = b.gep(f.ptr("wpk"), [b.mul(blk, wstride)])
+        bptr = b.gep(f.ptr("bpk"), [b.mul(blk, _c(VL))])
+        m0 = b.mul(sb, b.mul(ocv_max, _c(VL)))
+        ocv = _min(b, ocv_max, b.sub(f["nblk"], b.mul(sb, ocv_max)))
+        nvalid = b.sub(mg, m0)
+        yoff = b.mul(b.add(b.mul(n, f["m"]), b.add(b.mul(g, mg), m0)), plane)
+        ybase = b.gep(f.ptr("y"), [yoff])
+        rbase = b.select(has_res, b.gep(b.inttoptr(resi, FP), [yoff]), ybase)      # ybase: never read
+        with for_range(b, t0, t1, "t") as t:
+            rg, seg = b.sdiv(t, nseg), b.srem(t, nseg)
+            oy0, ox0 = b.mul(rg, rr), b.mul(seg, qq)
+            reff = _min(b, rr, b.sub(oh, oy0))
+            qeff = _min(b, qq, b.sub(ow, ox0))
+            idx = b.add(b.mul(b.sub(ocv, _c(1)), _c(rmax * pmax)), b.add(b.mul(b.sub(reff, _c(1)), _c(pmax)),
+                                                                        b.sub(qeff, _c(1))))
+            mk = b.load(b.gep(table, [idx]))
+            xin = b.gep(xbase, [b.add(b.mul(oy0, rowstride), b.mul(ox0, sw))])
+            opix = b.add(b.mul(oy0, ow), ox0)
+            b.call(mk, [xin, rowstride, wptr, wstride, koff, kk, bptr, b.gep(ybase, [opix]), plane, ow, nvalid,
+                        b.gep(rbase, [opix]), flags, lo, hi])
     b.ret_void()
     return fn
 
@@ -345,17 +367,19 @@ TILES_MAX = (max(t[0] for t in TILES.values()), max(t[2] for t in TILES.values()
              max(t[1] for t in TILES.values()))
 
 
+PAD_ROWS_TYPE = ir.FunctionType(VOID, [BYTE_PTR, I64, I64, I64, I64])
+
+
 def _emit_pad(module: ir.Module) -> ir.Function:
-    """Chunk c: input planes [c*per, (c+1)*per) (of n*c planes) copied into the zero-bordered ``xp``, 16 columns
-    at a time with masked vector loads/stores (no library call per row: rows are short)."""
-    fn = ir.Function(module, BODY_TYPE, f"{DIRECT_SYMBOL}.pad")
+    """``pad_rows(desc, p0, p1, r0, r1)``: rows [r0, r1) of input planes [p0, p1) (of n*c planes) copied into
+    the zero-bordered ``xp``, 16 columns at a time with masked vector loads/stores (no library call per row:
+    rows are short)."""
+    fn = ir.Function(module, PAD_ROWS_TYPE, f"{DIRECT_SYMBOL}.pad_rows")
     fn.linkage = "internal"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    f = _Fields(b, fn.args[0])
+    desc, p0, p1, r0, r1 = fn.args
+    f = _Fields(b, desc)
     _, mload, mstore = _intrinsics(module)
-    planes = b.mul(f["n"], f["c"])
-    per = b.load(b.gep(b.bitcast(fn.args[0], I64P), [_c(len(FIELDS) + 1)]))   # planes per chunk
-    p0 = b.mul(fn.args[1], per)
     h, w, hp, wp, pt, pl = f["h"], f["w"], f["hp"], f["wp"], f["pt"], f["pl"]
     x, xp = f.ptr("x"), f.ptr("xp")
     ivec = ir.VectorType(I32, VL)
@@ -367,10 +391,10 @@ def _emit_pad(module: ir.Module) -> ir.Function:
     zero = ir.Constant(VEC, None)
     wv, wpv, zv = splat32(w), splat32(wp), ir.Constant(ivec, [0] * VL)
     nvec = _cdiv(b, wp, _c(VL))
-    with for_range(b, p0, _min(b, b.add(p0, per), planes), "p") as p:
+    with for_range(b, p0, p1, "p") as p:
         dplane = b.gep(xp, [b.mul(p, b.mul(hp, wp))])
         splane = b.gep(x, [b.mul(p, b.mul(h, w))])
-        with for_range(b, 0, hp, "r") as r:
+        with for_range(b, r0, r1, "r") as r:
             drow = b.gep(dplane, [b.mul(r, wp)])
             sr = b.sub(r, pt)
             inside = b.and_(b.icmp_signed(">=", sr, _c(0)), b.icmp_signed("<", sr, h))
@@ -389,14 +413,30 @@ def _emit_pad(module: ir.Module) -> ir.Function:
     return fn
 
 
+def _emit_pad_planes(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
+    """Pool body of the plane mode's padding phase: chunk c pads every row of planes [c*per, (c+1)*per)
+    (``per`` in the record's first extra word)."""
+    fn = ir.Function(module, BODY_TYPE, f"{DIRECT_SYMBOL}.pad_planes")
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    f = _Fields(b, fn.args[0])
+    per = b.load(b.gep(b.bitcast(fn.args[0], I64P), [_c(len(FIELDS))]))
+    p0 = b.mul(fn.args[1], per)
+    b.call(pad_rows, [b.bitcast(fn.args[0], BYTE_PTR), p0, _min(b, b.add(p0, per), b.mul(f["n"], f["c"])), _c(0),
+                      f["hp"]])
+    b.ret_void()
+    return fn
+
+
 def emit_conv_direct(module: ir.Module) -> ir.Function:
     """Defines ``cl_conv2d_direct_v2_f32(i8* desc, i64 nthreads)`` (see the module doc) in ``module``.  The
-    record has two i64 words after ``FIELDS`` that the entry point writes for its bodies (tiles per chunk,
-    planes per padding chunk)."""
+    record has two i64 words after ``FIELDS`` that the entry point writes for its bodies (tiles per chunk, or
+    planes per chunk of the padding phase; row mode)."""
     for sw in STRIDES:
         _table(module, sw)
-    compute = _emit_compute(module)
-    pad = _emit_pad(module)
+    pad_rows = _emit_pad(module)
+    compute = _emit_compute(module, pad_rows)
+    pad_planes = _emit_pad_planes(module, pad_rows)
     pool = declare_pool(module)
     fn = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR, I64]), DIRECT_SYMBOL)
     desc, nthreads = fn.args
@@ -405,14 +445,22 @@ def emit_conv_direct(module: ir.Module) -> ir.Function:
     d = b.bitcast(desc, I64P)
     bufs = b.bitcast(desc, BYTE_PTR_PTR)
     nt = b.select(b.icmp_signed("<", nthreads, _c(1)), _c(1), nthreads)
-    with b.if_then(b.icmp_signed("!=", f["pad"], _c(0))):
-        planes = b.mul(f["n"], f["c"])
-        per = _cdiv(b, planes, b.mul(nt, _c(2)))
-        b.store(per, b.gep(d, [_c(len(FIELDS) + 1)]))
-        b.call(pool, [pad, bufs, _cdiv(b, planes, per), nt])
     _, _, _, nseg, nrow, nsb = _tiling(b, f)
     tiles = b.mul(nrow, nseg)
-    units = b.mul(b.mul(f["n"], f["group"]), nsb)
+    # row mode with one super-block (at most 32 output channels per group): chunks of rows, each padding its
+    # own rows; else plane mode: a padding phase split by planes, then chunks of (rows, one super-block).
+    # Measured on resnet_mini, 2 threads, each conv alone: row mode 32x40x40 3x3 103 -> 87 us, the 7x7 stem
+    # 170 -> 156; with 2-4 super-blocks it was slower (64x20x20: 88 -> 103; 128x10x10: 77 -> 118: few tiles
+    # to share, and neighbouring chunks pad the same halo rows)
+    units = b.mul(f["n"], f["group"])
+    rowmode = b.icmp_signed("==", nsb, _c(1))
+    b.store(b.zext(rowmode, I64), b.gep(d, [_c(len(FIELDS) + 1)]))
+    with b.if_then(b.and_(b.icmp_signed("!=", f["pad"], _c(0)), b.not_(rowmode))):
+        planes = b.mul(f["n"], f["c"])
+        per = _cdiv(b, planes, b.mul(nt, _c(2)))
+        b.store(per, b.gep(d, [_c(len(FIELDS))]))
+        b.call(pool, [pad_planes, bufs, _cdiv(b, planes, per), nt])
+    units = b.select(rowmode, units, b.mul(units, nsb))
     tpc, cpu = _chunking(b, f, nt, tiles, units)
     b.store(tpc, b.gep(d, [_c(len(FIELDS))]))
     b.call(pool, [compute, bufs, b.mul(units, cpu), nt])

@@ -29,7 +29,7 @@ POINTWISE_SYMBOL = "cl_conv1x1_v1_f32"
 FIELDS = ("n", "c", "h", "w", "m", "group", "oh", "ow", "sh", "sw", "pt", "pl", "hp", "wp", "pad", "x", "xp",
           "y", "wpk", "bpk", "koff", "k", "nblk", "residual", "clamp", "lo", "hi", "wide")
 _F = {name: i for i, name in enumerate(FIELDS)}
-EXTRA = 2                          # i64 words after FIELDS the driver writes (tiles per chunk, planes per chunk)
+EXTRA = 2                          # i64 words after FIELDS the driver writes (tiles per chunk, row mode)
 VL = 16
 STRIDES = (1, 2, 4)                # codegen/conv_direct.py's microkernel tables
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)

@@ -29,6 +29,9 @@ EXTRA_CASES = [  # x shape, w shape, attrs
     ((1, 4, 11, 30), (6, 4, 3, 3), {"strides": (2, 1), "pads": (1, 1, 1, 1)}),   # row stride only
     ((1, 6, 10, 10), (8, 6, 3, 3), {"strides": (1, 2), "dilations": (2, 2)}),     # no pads, dilated, strided
     ((1, 3, 40, 44), (32, 3, 4, 4), {"strides": (4, 4)}),                         # ConvNeXt's patch embedding
+    ((1, 16, 5, 5), (80, 16, 3, 3), {"pads": (1, 1, 1, 1)}),   # 3 super-blocks: plane mode (padding phase)
+    ((1, 8, 20, 21), (24, 8, 3, 3), {"pads": (1, 2, 1, 0)}),   # one super-block: row mode (chunks pad rows)
+    ((2, 12, 9, 9), (72, 4, 3, 3), {"pads": (1, 1, 1, 1), "group": 3}),           # batches x groups
     ((2, 5, 19, 23), (20, 5, 3, 5), {"strides": (2, 4), "pads": (1, 2, 1, 2)}),   # column stride 4, padded
 ]
 POINTWISE_CASES = [
