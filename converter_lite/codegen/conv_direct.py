@@ -49,10 +49,13 @@ _F = {name: i for i, name in enumerate(FIELDS)}
 STRIDES = (1, 2, 4)                # column strides with their own microkernels (pixels q*sw apart)
 VL = 16                            # output channels per packed block (one AVX-512 vector)
 TILES = {True: (2, 12, 4), False: (1, 6, 4)}     # wide -> (channel blocks per tile, pixels per tile, max rows)
-# pool chunks per thread: each claim costs ~0.2 us of shared-counter traffic.  conv_net at 2 threads (one
-# process, blocks alternated, 12 rounds): 16 -> 92.6 us, 4 -> 75.8, 2 -> 73.5, 1 -> 69.2 (ORT ~62); resnet_mini
-# 4 -> 603, 2 -> 594, 1 -> 593.  2, not 1: a thread slowed down by another VM on its core still hands work over
-CHUNKS_PER_THREAD = 2
+# pool chunks per thread: one.  Each claim costs ~0.2 us of shared-counter traffic, and with one chunk each
+# thread computes the same part of every convolution (the caller the first rows, the worker the rest), so a
+# convolution finds most of its input in the cache of the core that wrote it.  conv_net at 2 threads (one
+# process, builds alternated in blocks): quiet host 16 -> 92.6 us, 4 -> 75.8, 2 -> 70.8, 1 -> 67.4 (ORT ~62);
+# when the host makes cross-core traffic expensive (it flips between the two states within minutes):
+# 2 -> 151, 1 -> 108 (ORT ~85).  resnet_mini (quiet): 4 -> 603, 2 -> 594, 1 -> 593
+CHUNKS_PER_THREAD = 1
 FLAG_CLAMP, FLAG_RESIDUAL = 1, 2          # the microkernels' epilogue flags
 
 FP = F32.as_pointer()
