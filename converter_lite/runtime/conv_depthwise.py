@@ -49,7 +49,7 @@ def flat_tables(geo) -> tuple[np.ndarray, tuple[int, int]]:
     rows = [(ky * geo.dh - geo.pads[0]) * geo.w - geo.pads[1] for ky in range(geo.kh)]
     jlo = jhi = 0
     if geo.dw == 1:
-        jlo = max(0, -(-(-min(rows)) // VL))
+        jlo = max(0, -(min(rows) // VL))               # ceil(-min(rows) / VL)
         jhi = max(jlo, min(nvec, (geo.h * geo.w - 2 * VL - max(rows)) // VL + 1))
     return coords, (jlo, jhi)
 

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from codegen_testutil import F32, F64, Case, check_case, make_graph, random_array, shared_library
+from codegen_testutil import (
+    F32,
+    F64,
+    Case,
+    check_case,
+    make_graph,
+    random_array,
+    shared_library,
+)
 
 from converter_lite.codegen.lower import plan_kernel
 from converter_lite.codegen.reduce import ReduceStage, _merged_trailing

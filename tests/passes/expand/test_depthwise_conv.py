@@ -178,7 +178,7 @@ def test_native_driver_policy(rng, monkeypatch, case, declined):
     from converter_lite.passes.expand import depthwise_conv
     monkeypatch.undo()
     assert depthwise_conv.native_driver_runs.__name__ == "native_driver_runs"
-    model, feeds = conv_model(rng, **case)
+    model, _ = conv_model(rng, **case)
     graph, changed = expand(model)
     assert changed != declined and ("Conv" in graph.op_counts()) == declined
 
