@@ -1,6 +1,7 @@
 """Depthwise float32 2-D Conv through the native depthwise driver (codegen/conv_depthwise.py): rows of 16
 output columns, masked loads for the padding, no padded copy; stride-1 "same" Convs with square kernels run as
-flat planes, with the per-vector tap masks and the tap offsets computed here once, at load (``flat_tables``).
+flat planes, with the lanes' coordinates (for the tap masks) and the vectors that may use plain loads computed
+here once, at load (``flat_tables``).
 
 ``native_depthwise(ctx, geo, w, bias)`` -> a ``DepthwiseConv`` (``workspace``, ``bind``, ``epilogue``) or None
 when it does not apply (not float32, not ``group == C == M``, column stride other than 1 or 2, a kernel wider
@@ -23,8 +24,6 @@ _F = {name: i for i, name in enumerate(FIELDS)}
 EXTRA = 1                    # i64 words after FIELDS the driver writes (planes per chunk)
 MAX_KW = 7
 MAX_WIDTH, ZERO_MARGIN, VL = 8192, 256, 16     # codegen/conv_depthwise.py's zero row and vector width
-
-
 MAX_FLAT_VECTORS = 4096     # flat planes of at most 65536 outputs (the coordinate table: 128 bytes per vector)
 
 
