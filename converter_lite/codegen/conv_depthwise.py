@@ -46,6 +46,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from .conv_direct import _cdiv, _intrinsics, _min, _splat, _splat_bool, _splat_i32
+from .internal import constant_table, internal_function
 from .loops import for_range
 from .pool import BODY_TYPE, declare_pool
 from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I32, I64, VOID
@@ -83,16 +84,11 @@ def _c(v: int) -> ir.Constant:
 
 def plane_function(module: ir.Module, kw: int, sw: int) -> ir.Function:
     """``cl_dwconv.plane_k<kw>_s<sw>`` (PLANE_TYPE): one channel plane."""
-    name = f"cl_dwconv.plane_k{kw}_s{sw}"
-    fn = module.globals.get(name)
-    if fn is not None:
+    fn = internal_function(module, f"cl_dwconv.plane_k{kw}_s{sw}", PLANE_TYPE, noalias=(0, 1, 2, 3))
+    if not fn.is_declaration:
         return fn
     fma, mload, mstore = _intrinsics(module)
-    fn = ir.Function(module, PLANE_TYPE, name)
-    fn.linkage = "internal"
     x, y, res, wt, bias, h, w, oh, ow, kh, sh, dh, dw, pt, pl, has_res, clamp, lo, hi = fn.args
-    for a in (x, y, res, wt):
-        a.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     zero = ir.Constant(VEC, None)
     zero_row = b.gep(b.bitcast(_zeros(module), FP), [_c(ZERO_MARGIN)])
@@ -177,17 +173,12 @@ def _finish(b: ir.IRBuilder, mload, acc: ir.Value, res: ir.Value, res_mask: ir.V
 
 def flat_function(module: ir.Module, k: int) -> ir.Function:
     """``cl_dwconv.flat_k<k>`` (FLAT_TYPE): one channel plane of a k x k stride-1 "same" Conv, flattened."""
-    name = f"cl_dwconv.flat_k{k}"
-    fn = module.globals.get(name)
-    if fn is not None:
+    fn = internal_function(module, f"cl_dwconv.flat_k{k}", FLAT_TYPE, noalias=(0, 1, 2, 3, 5))
+    if not fn.is_declaration:
         return fn
     fma, mload, mstore = _intrinsics(module)
-    fn = ir.Function(module, FLAT_TYPE, name)
-    fn.linkage = "internal"
     x, y, res, wt, bias, coords, nvec, jlo, jhi, before, after, h, w, oh, dh, dw, pt, pl, has_res, clamp, lo, hi = \
         fn.args
-    for a in (x, y, res, wt, coords):
-        a.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     zero = ir.Constant(VEC, None)
     wk = [_splat(b, b.load(b.gep(wt, [_c(t)]))) for t in range(k * k)]
@@ -271,23 +262,13 @@ def _zeros(module: ir.Module) -> ir.GlobalVariable:
 def _table(module: ir.Module) -> ir.GlobalVariable:
     """Plane functions indexed ``[(sw - 1) * MAX_KW + kw - 1]``."""
     entries = [plane_function(module, kw, sw) for sw in (1, 2) for kw in range(1, MAX_KW + 1)]
-    ty = ir.ArrayType(PLANE_TYPE.as_pointer(), len(entries))
-    g = ir.GlobalVariable(module, ty, "cl_dwconv.table")
-    g.linkage = "internal"
-    g.global_constant = True
-    g.initializer = ir.Constant(ty, entries)
-    return g
+    return constant_table(module, "cl_dwconv.table", PLANE_TYPE.as_pointer(), entries)
 
 
 def _flat_table(module: ir.Module) -> ir.GlobalVariable:
     """Flat plane functions indexed ``[k - 1]``."""
     entries = [flat_function(module, k) for k in range(1, MAX_KW + 1)]
-    ty = ir.ArrayType(FLAT_TYPE.as_pointer(), len(entries))
-    g = ir.GlobalVariable(module, ty, "cl_dwconv.flat_table")
-    g.linkage = "internal"
-    g.global_constant = True
-    g.initializer = ir.Constant(ty, entries)
-    return g
+    return constant_table(module, "cl_dwconv.flat_table", FLAT_TYPE.as_pointer(), entries)
 
 
 def _emit_planes(module: ir.Module, table: ir.GlobalVariable, flat_table: ir.GlobalVariable) -> ir.Function:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from .internal import constant_table, internal_function
 from .loops import for_range, loop_id
 from .pool import BODY_TYPE, declare_pool
 from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I32, I64, VOID
@@ -118,13 +119,11 @@ def _store_rows(module: ir.Module) -> ir.Function:
     (one per pixel, lanes = 16 channels); transposed in registers, then for channel lane i < count: the first q
     lanes of row i plus ``res[i*ystride_m ...]`` (flags bit 1), clamped to [lo, hi] (flags bit 0), stored at
     ``y + i*ystride_m`` (masked to q lanes)."""
-    name = "cl_convd.store"
-    fn = module.globals.get(name)
-    if fn is not None:
+    fn = internal_function(module, "cl_convd.store",
+                           ir.FunctionType(VOID, [VECP, I64, I64, FP, I64, FP, I64, F32, F32]))
+    if not fn.is_declaration:
         return fn
     _, mload, mstore = _intrinsics(module)
-    fn = ir.Function(module, ir.FunctionType(VOID, [VECP, I64, I64, FP, I64, FP, I64, F32, F32]), name)
-    fn.linkage = "internal"
     fn.attributes.add("noinline")
     t, count, q, y, ys, res, flags, lo, hi = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -172,17 +171,12 @@ def _splat_bool(b: ir.IRBuilder, flag: ir.Value) -> ir.Value:
 def microkernel(module: ir.Module, ocv: int, rows: int, cols: int, sw: int) -> ir.Function:
     """``cl_convd.mk<ocv>_<rows>x<cols>_s<sw>`` (MK_TYPE): one tile of ``ocv`` channel blocks x ``rows`` x
     ``cols`` pixels, accumulated over every tap, then stored through ``cl_convd.store``."""
-    name = f"cl_convd.mk{ocv}_{rows}x{cols}_s{sw}"
-    fn = module.globals.get(name)
-    if fn is not None:
+    fn = internal_function(module, f"cl_convd.mk{ocv}_{rows}x{cols}_s{sw}", MK_TYPE, noalias=(0, 2, 4, 6, 7, 11))
+    if not fn.is_declaration:
         return fn
     fma, _, _ = _intrinsics(module)
     store = _store_rows(module)
-    fn = ir.Function(module, MK_TYPE, name)
-    fn.linkage = "internal"
     x, rowstride, w, wstride, koff, kk, bias, y, ys_m, ys_r, nvalid, res, flags, lo, hi = fn.args
-    for a in (x, w, koff, bias, y, res):
-        a.add_attribute("noalias")
     entry = fn.append_basic_block("entry")
     head, body, done = (fn.append_basic_block(n) for n in ("k.head", "k.body", "k.done"))
     b = ir.IRBuilder(entry)
@@ -245,12 +239,7 @@ def _table(module: ir.Module, sw: int) -> tuple[ir.GlobalVariable, int, int]:
         for r in range(1, rmax + 1):
             for q in range(1, pmax + 1):
                 entries.append(microkernel(module, ocv, r, q, sw) if r * q <= pmax else ir.Constant(ptr, None))
-    ty = ir.ArrayType(ptr, len(entries))
-    g = ir.GlobalVariable(module, ty, f"cl_convd.table_s{sw}")
-    g.linkage = "internal"
-    g.global_constant = True
-    g.initializer = ir.Constant(ty, entries)
-    return g, rmax, pmax
+    return constant_table(module, f"cl_convd.table_s{sw}", ptr, entries), rmax, pmax
 
 
 class _Fields:

@@ -36,6 +36,7 @@ from .conv_direct import (
     _splat_bool,
     tap_loop_head,
 )
+from .internal import constant_table, internal_function
 from .loops import for_range, loop_id
 from .pool import BODY_TYPE, declare_pool
 from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I32, I64, VOID
@@ -66,16 +67,12 @@ def _c(v: int) -> ir.Constant:
 def microkernel(module: ir.Module, mr: int, nv: int, masked: bool) -> ir.Function:
     """``cl_conv1x1.mk<mr>x<nv>[m]``: ``mr`` output channels x ``nv`` vectors of pixels (masked to ``npix``
     pixels when ``masked``)."""
-    name = f"cl_conv1x1.mk{mr}x{nv}{'m' if masked else ''}"
-    fn = module.globals.get(name)
-    if fn is not None:
+    fn = internal_function(module, f"cl_conv1x1.mk{mr}x{nv}{'m' if masked else ''}", MK_TYPE,
+                           noalias=(0, 2, 4, 5, 6))
+    if not fn.is_declaration:
         return fn
     fma, mload, mstore = _intrinsics(module)
-    fn = ir.Function(module, MK_TYPE, name)
-    fn.linkage = "internal"
     x, pp, w, kk, bias, y, res, flags, lo, hi, npix = fn.args
-    for a in (x, w, bias, y, res):
-        a.add_attribute("noalias")
     entry = fn.append_basic_block("entry")
     head, body, done = (fn.append_basic_block(n) for n in ("k.head", "k.body", "k.done"))
     b = ir.IRBuilder(entry)
@@ -134,12 +131,7 @@ def _table(module: ir.Module) -> ir.GlobalVariable:
     """Microkernel pointers indexed ``[wide][masked][mr - 1]``."""
     entries = [microkernel(module, mr, NV[wide], masked)
                for wide in (False, True) for masked in (False, True) for mr in range(1, MR + 1)]
-    ty = ir.ArrayType(MK_TYPE.as_pointer(), len(entries))
-    g = ir.GlobalVariable(module, ty, "cl_conv1x1.table")
-    g.linkage = "internal"
-    g.global_constant = True
-    g.initializer = ir.Constant(ty, entries)
-    return g
+    return constant_table(module, "cl_conv1x1.table", MK_TYPE.as_pointer(), entries)
 
 
 def _field(b: ir.IRBuilder, d: ir.Value, name: str) -> ir.Value:

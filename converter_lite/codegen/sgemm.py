@@ -28,6 +28,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from .conv_direct import _intrinsics, _splat, _splat_bool, _splat_i32, transpose
+from .internal import constant_table, internal_function
 from .loops import for_range, loop_id
 from .types import F32, I1, I32, I64, VOID
 
@@ -65,16 +66,11 @@ def _lane_mask(b: ir.IRBuilder, count: ir.Value) -> ir.Value:
 
 def microkernel(module: ir.Module, mr: int, nv: int) -> ir.Function:
     """``cl_sgemm.mk<mr>x<nv>``: an ``mr x (16 * nv)`` block (the last vector masked to ``ncols``)."""
-    name = f"cl_sgemm.mk{mr}x{nv}"
-    fn = module.globals.get(name)
-    if fn is not None:
+    fn = internal_function(module, f"cl_sgemm.mk{mr}x{nv}", MK_TYPE, noalias=(0, 3, 6))
+    if not fn.is_declaration:
         return fn
     fma, mload, mstore = _intrinsics(module)
-    fn = ir.Function(module, MK_TYPE, name)
-    fn.linkage = "internal"
     a, a_rs, a_cs, bp, bks, kk, c, ldc, ncols, alpha, beta = fn.args
-    for arg in (a, bp, c):
-        arg.add_attribute("noalias")
     entry = fn.append_basic_block("entry")
     head, body, done = (fn.append_basic_block(n) for n in ("k.head", "k.body", "k.done"))
     b = ir.IRBuilder(entry)
@@ -124,24 +120,16 @@ def microkernel(module: ir.Module, mr: int, nv: int) -> ir.Function:
 def _table(module: ir.Module) -> ir.GlobalVariable:
     """Microkernel pointers indexed ``[(nv - 1) * MR_WIDE + mr - 1]``."""
     entries = [microkernel(module, mr, nv) for nv in (1, 2) for mr in range(1, MR_WIDE + 1)]
-    ty = ir.ArrayType(MK_TYPE.as_pointer(), len(entries))
-    g = ir.GlobalVariable(module, ty, "cl_sgemm.table")
-    g.linkage = "internal"
-    g.global_constant = True
-    g.initializer = ir.Constant(ty, entries)
-    return g
+    return constant_table(module, "cl_sgemm.table", MK_TYPE.as_pointer(), entries)
 
 
 def _pack_transposed(module: ir.Module) -> ir.Function:
     """``cl_sgemm.pack_t(B, ldb, j0, w, k0, kc, buf)``: ``buf[k][c] = B[(j0 + c)*ldb + k0 + k]`` for c < w
     (zeros for w <= c < NR), k < kc; 16 x 16 blocks loaded as rows of B (masked), transposed in registers."""
-    name = "cl_sgemm.pack_t"
-    fn = module.globals.get(name)
-    if fn is not None:
+    fn = internal_function(module, "cl_sgemm.pack_t", ir.FunctionType(VOID, [FP, I64, I64, I64, I64, I64, FP]))
+    if not fn.is_declaration:
         return fn
     _, mload, _ = _intrinsics(module)
-    fn = ir.Function(module, ir.FunctionType(VOID, [FP, I64, I64, I64, I64, I64, FP]), name)
-    fn.linkage = "internal"
     bsrc, ldb, j0, w, k0, kc, buf = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     zero = ir.Constant(VEC, None)

@@ -1,0 +1,38 @@
+"""Module-internal definitions shared by the support drivers (sgemm, conv_direct, conv_pointwise,
+conv_depthwise): get-or-create an internal function, and a constant table of function pointers.
+
+    fn = internal_function(module, "cl_x.mk4", MK_TYPE, noalias=(0, 2))
+    if not fn.is_declaration:
+        return fn                   # defined by an earlier call: the drivers share their helpers
+    ...emit the body...
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from llvmlite import ir
+
+
+def internal_function(module: ir.Module, name: str, fnty: ir.FunctionType, noalias: Iterable[int] = ()
+                      ) -> ir.Function:
+    """``name`` in ``module``: the existing function, or a new internal one (no body yet) whose arguments at
+    the ``noalias`` positions are marked noalias."""
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    fn = ir.Function(module, fnty, name)
+    fn.linkage = "internal"
+    for i in noalias:
+        fn.args[i].add_attribute("noalias")
+    return fn
+
+
+def constant_table(module: ir.Module, name: str, elem: ir.Type, entries: Sequence[ir.Constant]
+                   ) -> ir.GlobalVariable:
+    """An internal constant array ``name`` of ``entries`` (function pointers, or null constants of ``elem``)."""
+    ty = ir.ArrayType(elem, len(entries))
+    g = ir.GlobalVariable(module, ty, name)
+    g.linkage = "internal"
+    g.global_constant = True
+    g.initializer = ir.Constant(ty, list(entries))
+    return g
