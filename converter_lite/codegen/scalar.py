@@ -305,14 +305,13 @@ def _mish(sc, x):
 def _gelu(sc, x):
     _float_only(sc)
     b, m = sc.b, sc.math
-    half = sc.fconst(0.5, x)
-    if sc.attr("approximate", "none") == "tanh":
-        inner = b.fmul(sc.fconst(math.sqrt(2.0 / math.pi), x),
-                       b.fadd(x, b.fmul(sc.fconst(0.044715, x), b.fmul(x, b.fmul(x, x)))))
-        t = m.tanh(inner)
-    else:
-        t = m.erf(b.fmul(x, sc.fconst(1.0 / math.sqrt(2.0), x)))
-    return b.fmul(b.fmul(half, x), b.fadd(sc.fconst(1.0, x), t))
+    one = sc.fconst(1.0, x)
+    if sc.attr("approximate", "none") == "tanh":   # x / (1 + exp(-2u)): see passes/expand/gelu.py
+        minus_2u = b.fmul(sc.fconst(-2.0 * math.sqrt(2.0 / math.pi), x),
+                          b.fadd(x, b.fmul(sc.fconst(0.044715, x), b.fmul(x, b.fmul(x, x)))))
+        return b.fdiv(x, b.fadd(m.exp(minus_2u), one))
+    t = m.erf(b.fmul(x, sc.fconst(1.0 / math.sqrt(2.0), x)))
+    return b.fmul(b.fmul(sc.fconst(0.5, x), x), b.fadd(one, t))
 
 
 # -- activations -----------------------------------------------------------------------------------------------

@@ -32,7 +32,8 @@ def _rel_err(actual, exact) -> float:
 
 
 FUNCS = {"Exp": F32, "Log": F32, "Tanh": F32, "Sigmoid": F32, "Erf": F32, "Sin": F32, "Cos": F32, "Softplus": F32,
-         "Exp64": F64, "Log64": F64, "Tanh64": F64}
+         "Exp64": F64, "Log64": F64, "Tanh64": F64, "GeluTanh": F32}
+ATTRS = {"GeluTanh": ("Gelu", {"approximate": "tanh"})}
 
 
 # every bound holds for both ways of scaling exp's result: llvm.ldexp (vscalefps) on AVX-512 targets and the
@@ -41,8 +42,8 @@ FUNCS = {"Exp": F32, "Log": F32, "Tanh": F32, "Sigmoid": F32, "Erf": F32, "Sin":
 def lib(tmp_path_factory, request):
     cases = []
     for name, dt in FUNCS.items():
-        op = name.rstrip("64")
-        cases.append(Case(name, make_graph(name, [(dt, (N + 16,))], lambda b, x, op=op: b.op(op, x))))
+        op, attrs = ATTRS.get(name, (name.rstrip("64"), {}))
+        cases.append(Case(name, make_graph(name, [(dt, (N + 16,))], lambda b, x, op=op, a=attrs: b.op(op, x, **a))))
     target = {"cpu_feature": "-avx512f"} if request.param == "no-avx512f" else None
     return shared_library(tmp_path_factory, f"mathfn-{request.param}", cases, num_threads=1, target=target)
 
@@ -126,6 +127,34 @@ def test_sigmoid_accuracy(lib):
     assert _rel_err(y[normal], exact[normal]) <= 2e-7
 
 
+def _gelu_tanh64(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    with np.errstate(over="ignore"):
+        return x / (1 + np.exp(-2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def test_gelu_tanh_accuracy(lib):
+    """tanh-approximated Gelu, lowered as x / (1 + exp(-2u)), u = sqrt(2/pi) * (x + 0.044715 x^3), against
+    float64 on [-20, 20].  exp's argument carries float32 rounding of u, so the relative error grows with |2u|
+    (the function's condition): measured max 3.5 * (1 + |2u|) half-ulps (bound 4), i.e. 2.1e-7 on [-1, 20],
+    1.0e-6 on [-3, 20].  The spelled-out 0.5 * x * (1 + tanh(u)) evaluated in float32 (numpy) is at 2.0e-5 on
+    [-3, 20] and loses every digit further out (1 + tanh(u) cancels).  Results below 1e-36 (x / exp(-2u) with
+    exp past float32's range) are within 1e-36 of 0; Gelu(inf) = inf, Gelu(-inf) = NaN, Gelu(NaN) = NaN, as in
+    the tanh form."""
+    x = np.linspace(-20, 20, N + 16, dtype=np.float32)
+    x[:3] = [np.inf, -np.inf, np.nan]
+    x64 = x[3:].astype(np.float64)
+    two_u = 2 * math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64 ** 3)
+    exact = x64 / (1 + np.exp(-two_u))
+    y = _run(lib, "GeluTanh", x)
+    big = np.abs(exact) > 1e-36
+    err = np.abs(y[3:][big] - exact[big]) / np.abs(exact[big])
+    assert np.max(err / (1 + np.abs(two_u[big]))) <= 4 * 2.0 ** -24
+    assert _rel_err(y[3:][x64 >= -1], exact[x64 >= -1]) <= 2.2e-7
+    assert np.max(np.abs(y[3:][~big])) <= 1e-36
+    assert y[0] == np.inf and np.isnan(y[1]) and np.isnan(y[2])
+
+
 def test_erf_accuracy(lib):
     """erf on [-6, 6]: max 8e-8 relative against math.erf (float32 evaluation; was 1e-7 evaluated in double)."""
     x = np.linspace(-6, 6, N + 16, dtype=np.float32)
@@ -183,3 +212,4 @@ def test_float64_exp_log_tanh(lib, rng):
     assert _rel_err(_run(lib, "Log64", x), np.log(x)) <= 4e-16
     x = rng.uniform(-20, 20, N + 16)
     assert _rel_err(_run(lib, "Tanh64", x), np.tanh(x)) <= 4e-16
+

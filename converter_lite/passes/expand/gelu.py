@@ -1,10 +1,16 @@
 """Gelu (opset 20) -> basic ops.
 
 * ``approximate="none"``: Gelu(x) = x * 0.5 * (1 + erf(x / sqrt(2)))
-* ``approximate="tanh"``: Gelu(x) = x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+* ``approximate="tanh"``: Gelu(x) = x * 0.5 * (1 + tanh(u)), u = sqrt(2/pi) * (x + 0.044715 * x^3), emitted as
+  x / (1 + exp(-2u)), the same function (0.5 * (1 + tanh(u)) = 1 / (1 + exp(-2u))) with one exp and one
+  division instead of a tanh (an exp, a division and a polynomial, both computed and one selected) plus the
+  sum: about half the vector instructions per element.  It is also the more accurate spelling: for negative x,
+  1 + tanh(u) cancels (float32 1 + tanh(-4) keeps 3 significant digits), 1 + exp(-2u) does not.  Infinities
+  and NaN give what the tanh form gives (-inf: -inf / inf = NaN like -inf * 0; +inf: inf / 1; large negative
+  x: x / inf = -0).
 
-Source: Hendrycks & Gimpel, "Gaussian Error Linear Units", arXiv:1606.08415; the tanh form is MindSpore's
-CPU/GPU ``gelu`` expander (x^3 computed as x*x*x, constant sqrt(2/pi) = 0.7978845608).
+Source: Hendrycks & Gimpel, "Gaussian Error Linear Units", arXiv:1606.08415; MindSpore's CPU/GPU ``gelu``
+expander spells out the tanh (x^3 computed as x*x*x, constant sqrt(2/pi) = 0.7978845608).
 """
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ import math
 
 from ...ir.builder import GraphBuilder
 from ...ir.core import Node
-from .emit import erf, input_value, require_float, tanh
+from .emit import erf, exp, input_value, require_float
 from .registry import Declined, expander
 
 SQRT_HALF = math.sqrt(0.5)              # 1 / sqrt(2)
@@ -28,6 +34,6 @@ def gelu(b: GraphBuilder, node: Node) -> list:
     if approximate == "none":
         return [x * 0.5 * (erf(x * SQRT_HALF) + 1.0)]
     if approximate == "tanh":
-        inner = (x + x * x * x * GELU_CUBIC) * SQRT_2_OVER_PI
-        return [x * 0.5 * (tanh(inner) + 1.0)]
+        minus_2u = (x + x * x * x * GELU_CUBIC) * (-2.0 * SQRT_2_OVER_PI)
+        return [x / (exp(minus_2u) + 1.0)]
     raise Declined(f"unknown approximate={approximate!r}")
