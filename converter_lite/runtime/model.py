@@ -110,7 +110,8 @@ class Model:
         except MemoryError:
             raise ConverterError(RET_MEMORY_FAILED, f"{os.path.basename(self.path)}: not enough memory to run the "
                                                     "model (its working buffers could not be allocated)") from None
-        return dict(zip(self.output_names, outs))   # Plan.execute returns new arrays
+        names = self.output_names                   # Plan.execute returns new arrays
+        return {names[0]: outs[0]} if len(names) == 1 else dict(zip(names, outs))
 
     def run_profiled(self, feeds: Mapping[str, Any], timings: list[float]) -> dict[str, np.ndarray]:
         """Like ``run``, and adds each top-level kernel's wall time (seconds) to ``timings[k]`` (one entry per

@@ -206,6 +206,19 @@ def test_kernel_failure_names_the_node():
     assert "bad_relu" in e.value.message and "[7]" in e.value.message
 
 
+def test_kernel_failure_names_the_node_after_good_steps():
+    """The short path (static inputs/outputs, merged calls) finds the failing step among several."""
+    x, t, u = f32("x", 2, 3), f32("t", 2, 3), f32("u", 2, 3)
+    y = Value("y", TensorType(DType.float32, (7,)))
+    g = Graph("g", [x], [y], [Node("Neg", [x], [t], name="neg"), Node("Abs", [t], [u], name="abs"),
+                              Node("Relu", [u], [y], name="bad_relu")])
+    plan = Plan(g)
+    for _ in range(2):                       # the first run binds the steps, the second reuses them
+        with pytest.raises(ConverterError) as e:
+            plan.execute([np.ones((2, 3), np.float32)])
+        assert e.value.code == RET_OP_EXECUTE_FAILURE and "bad_relu" in e.value.message
+
+
 def test_outputs_cast_to_declared_dtype():
     x, y = f32("x", 2), Value("y", TensorType(DType.float64, (2,)))
     g = Graph("g", [x], [y], [Node("Relu", [x], [y], name="r")])
