@@ -29,6 +29,7 @@ from . import (  # noqa: F401  (registration)
     pool,
     reduce,
     relu,
+    resize,
     sigmoid,
     softmax,
     tensor,
