@@ -35,6 +35,8 @@ REPEATS = [
     dict(shape=(1, 2, 4, 3), scales=[1, 1, 2, 1], coordinate_transformation_mode="align_corners"),  # 4 -> 8
     dict(shape=(1, 2, 3, 3), scales=[1, 1, 1, 4], coordinate_transformation_mode="asymmetric",
          nearest_mode="floor", dtype=np.int32),
+    dict(shape=(1, 2, 3, 4), scales=[2, 2], axes=[2, 3]),               # opset 18 axes
+    dict(shape=(1, 2, 3, 4), sizes=[6, 12], axes=[2, 3], keep_aspect_ratio_policy="not_larger"),
 ]
 
 
