@@ -176,3 +176,35 @@ def test_model_with_epilogues_against_onnxruntime(tmp_path):
     got = [(int(d[f.index("clamp")]), bool(d[f.index("residual")])) for d, f in zip(descs, fields)]
     assert got == [(1, False), (1, True), (0, False), (1, False)], got
     assert [len(d) for d in descs] == [DESCS[0]] * 3 + [DESCS[1]]
+
+
+def test_every_epilogue_combination_against_onnxruntime(tmp_path):
+    """Residual on/off x clamp on/off through both drivers (the epilogues are one straight-line version per
+    combination), pointwise with masked pixel tails (9 x 11 pixels), direct with partial tiles."""
+    from converter_lite.api import load
+    rng = np.random.default_rng(11)
+    inits = {f"w{i}": _arr(rng, 16, 16, k, k) for i, k in enumerate((3, 3, 1, 1, 1))}
+    inits.update({f"b{i}": _arr(rng, 16) for i in range(5)})
+    nodes = [oh.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1]),
+             oh.make_node("Conv", ["c0", "w1", "b1"], ["d1"], pads=[1, 1, 1, 1]),
+             oh.make_node("Add", ["d1", "c0"], ["c1"]),
+             oh.make_node("Conv", ["c1", "w2", "b2"], ["d2"]), oh.make_node("Add", ["d2", "c1"], ["e2"]),
+             oh.make_node("Relu", ["e2"], ["c2"]),
+             oh.make_node("Conv", ["c2", "w3", "b3"], ["d3"]), oh.make_node("Add", ["d3", "c2"], ["c3"]),
+             oh.make_node("Conv", ["c3", "w4", "b4"], ["y"])]
+    model, out = _fused_model(tmp_path, nodes, inits, ["y"], x_shape=(1, 16, 9, 11))
+    x = _arr(rng, 1, 16, 9, 11)
+    x[0, 3, 4, 5], x[0, 7, 0, 0] = np.nan, np.inf
+    feeds = {"x": x}
+    want = run_ort(model, feeds)[0]
+    for nt in (1, 2):
+        m = load(out, num_threads=nt)
+        got = m.run(feeds)["y"]
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        ok = ~np.isnan(want)
+        np.testing.assert_allclose(got[ok], want[ok], rtol=1e-4, atol=1e-4)
+    descs = [c.conv_desc for c in m.plan._free[-1].calls(2) if hasattr(c, "conv_desc")]
+    fields = [conv_direct.FIELDS] * 2 + [conv_direct.PointwiseConv.FIELDS] * 3
+    assert [len(d) for d in descs] == [DESCS[0]] * 2 + [DESCS[1]] * 3
+    got = [(int(d[f.index("clamp")]), bool(d[f.index("residual")])) for d, f in zip(descs, fields)]
+    assert got == [(0, False), (0, True), (1, True), (0, True), (0, False)], got
