@@ -114,6 +114,27 @@ def _intrinsics(module: ir.Module):
     return fma, mload, mstore
 
 
+def flag_versions(fn: ir.Function, b: ir.IRBuilder, flags: ir.Value, emit) -> None:
+    """Branches from ``b`` on the epilogue ``flags`` (FLAG_RESIDUAL, FLAG_CLAMP) to one straight-line block per
+    combination, filled by ``emit(builder, residual_on, clamp_on, exit_block)`` (which ends it with a branch to
+    ``exit_block``), and leaves ``b`` at the exit block.  With the flags as selects instead, every output vector
+    paid a residual load, an add and a clamp even when they were off."""
+    exit_block = fn.append_basic_block("epi.exit")
+    blocks = {}
+    for res_on in (False, True):
+        for clamp_on in (False, True):
+            blk = blocks[res_on, clamp_on] = fn.append_basic_block(f"epi.r{int(res_on)}c{int(clamp_on)}")
+            emit(ir.IRBuilder(blk), res_on, clamp_on, exit_block)
+    has_res = b.icmp_signed("!=", b.and_(flags, _c(FLAG_RESIDUAL)), _c(0))
+    do_clamp = b.icmp_signed("!=", b.and_(flags, _c(FLAG_CLAMP)), _c(0))
+    with_res, no_res = fn.append_basic_block("epi.res"), fn.append_basic_block("epi.nores")
+    b.cbranch(has_res, with_res, no_res)
+    for blk, res_on in ((with_res, True), (no_res, False)):
+        b.position_at_end(blk)
+        b.cbranch(do_clamp, blocks[res_on, True], blocks[res_on, False])
+    b.position_at_end(exit_block)
+
+
 def _store_rows(module: ir.Module) -> ir.Function:
     """``cl_convd.store(t, count, q, y, ystride_m, res, flags, lo, hi)``: ``t`` holds ``q`` accumulator vectors
     (one per pixel, lanes = 16 channels); transposed in registers, then for channel lane i < count: the first q
@@ -136,43 +157,27 @@ def _store_rows(module: ir.Module) -> ir.Function:
     # pixel vectors q.. are not meaningful: zero them before the transpose
     cols = [b.select(b.icmp_signed("<", _c(i), q), b.load(b.gep(t, [_c(i)]), align=64), zero) for i in range(VL)]
     rows = transpose(b, cols)
-    has_res = b.icmp_signed("!=", b.and_(flags, _c(FLAG_RESIDUAL)), _c(0))
-    do_clamp = b.icmp_signed("!=", b.and_(flags, _c(FLAG_CLAMP)), _c(0))
     lov, hiv = _splat(b, lo), _splat(b, hi)
-    # one straight-line version per (residual, clamp) combination, the rows kept in registers: a loop over
-    # the channels with both flags as selects cost a residual masked load, an add and a clamp per channel even
-    # when off, and a round trip of the rows through the stack (the epilogue was 12% of a 16-channel 3x3 conv)
-    done = fn.append_basic_block("done")
-    versions = {}
-    for res_on in (False, True):
-        for clamp_on in (False, True):
-            blk = fn.append_basic_block(f"store.r{int(res_on)}c{int(clamp_on)}")
-            versions[res_on, clamp_on] = blk
-            vb = ir.IRBuilder(blk)
-            for i, v in enumerate(rows):
-                nxt = fn.append_basic_block(f"store.r{int(res_on)}c{int(clamp_on)}.{i + 1}")
-                body = fn.append_basic_block(f"store.r{int(res_on)}c{int(clamp_on)}.ch{i}")
-                vb.cbranch(vb.icmp_signed("<", _c(i), count), body, done)
-                vb.position_at_end(body)
-                dst = vb.bitcast(vb.gep(y, [vb.mul(_c(i), ys)]), VECP)
-                if res_on:
-                    rv = vb.call(mload, [vb.bitcast(vb.gep(res, [vb.mul(_c(i), ys)]), VECP), ir.Constant(I32, 4),
-                                         mask, zero])
-                    v = vb.fadd(v, rv)
-                if clamp_on:
-                    v = vb.select(vb.fcmp_ordered("<", v, lov), lov, v)
-                    v = vb.select(vb.fcmp_ordered(">", v, hiv), hiv, v)
-                vb.call(mstore, [v, dst, ir.Constant(I32, 4), mask])
-                vb.branch(nxt)
-                vb.position_at_end(nxt)
-            vb.branch(done)
-    with_res = fn.append_basic_block("store.res")
-    no_res = fn.append_basic_block("store.nores")
-    b.cbranch(has_res, with_res, no_res)
-    for blk, res_on in ((with_res, True), (no_res, False)):
-        b.position_at_end(blk)
-        b.cbranch(do_clamp, versions[res_on, True], versions[res_on, False])
-    b.position_at_end(done)
+
+    # the rows stay in registers (a channel loop passed them through the stack; with the flags as selects
+    # this epilogue was 12% of a 16-channel 3x3 conv)
+    def emit(vb, res_on, clamp_on, done):
+        for i, v in enumerate(rows):
+            body = fn.append_basic_block(f"{vb.block.name}.ch{i}")
+            vb.cbranch(vb.icmp_signed("<", _c(i), count), body, done)
+            vb.position_at_end(body)
+            dst = vb.bitcast(vb.gep(y, [vb.mul(_c(i), ys)]), VECP)
+            if res_on:
+                rv = vb.call(mload, [vb.bitcast(vb.gep(res, [vb.mul(_c(i), ys)]), VECP), ir.Constant(I32, 4),
+                                     mask, zero])
+                v = vb.fadd(v, rv)
+            if clamp_on:
+                v = vb.select(vb.fcmp_ordered("<", v, lov), lov, v)
+                v = vb.select(vb.fcmp_ordered(">", v, hiv), hiv, v)
+            vb.call(mstore, [v, dst, ir.Constant(I32, 4), mask])
+        vb.branch(done)
+
+    flag_versions(fn, b, flags, emit)
     b.ret_void()
     return fn
 
