@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .conv_direct import _cdiv, _intrinsics, _min, _splat, _splat_bool, _splat_i32
+from .conv_direct import _cdiv, _intrinsics, _min, _splat, _splat_i32
 from .internal import constant_table, internal_function
 from .loops import for_range
 from .pool import BODY_TYPE, declare_pool
@@ -95,7 +95,6 @@ def plane_function(module: ir.Module, kw: int, sw: int) -> ir.Function:
     iota = ir.Constant(IVEC, list(range(VL)))
     wv, owv = _splat_i32(b, w), _splat_i32(b, ow)
     lov, hiv = _splat(b, lo), _splat(b, hi)
-    res_mask_on = _splat_bool(b, has_res)
     nblk = _cdiv(b, ow, _c(VL))
     with for_range(b, 0, nblk, "blk") as blk:
         ox0 = b.mul(blk, _c(VL))
@@ -156,19 +155,36 @@ def plane_function(module: ir.Module, kw: int, sw: int) -> ir.Function:
                 oy = b.add(oy0, _c(r))
                 with b.if_then(b.icmp_signed("<", oy, oh)):
                     off = b.add(b.mul(oy, ow), ox0)
-                    v = _finish(b, mload, acc[r], b.gep(res, [off]), b.and_(out_ok, res_mask_on), lov, hiv, clamp)
+                    v = _finish(b, mload, acc[r], b.gep(res, [off]), out_ok, lov, hiv, has_res, clamp)
                     b.call(mstore, [v, b.bitcast(b.gep(y, [off]), VECP), ir.Constant(I32, 4), out_ok])
     b.ret_void()
     return fn
 
 
-def _finish(b: ir.IRBuilder, mload, acc: ir.Value, res: ir.Value, res_mask: ir.Value, lov, hiv, clamp) -> ir.Value:
-    """acc + residual (masked load, zeros where ``res_mask`` is off), then the optional clamp (NaN stays NaN)."""
-    rv = b.call(mload, [b.bitcast(res, VECP), ir.Constant(I32, 4), res_mask, ir.Constant(VEC, None)])
-    v = b.fadd(acc, rv)
-    v1 = b.select(b.fcmp_ordered("<", v, lov), lov, v)
-    v1 = b.select(b.fcmp_ordered(">", v1, hiv), hiv, v1)
-    return b.select(clamp, v1, v)
+def _when(b: ir.IRBuilder, flag: ir.Value, v: ir.Value, make) -> ir.Value:
+    """``make(v)`` if ``flag`` else ``v``, as a branch (a phi after it)."""
+    before = b.block
+    with b.if_then(flag):
+        done = make(v)
+        after = b.block
+    merged = b.phi(VEC)
+    merged.add_incoming(v, before)
+    merged.add_incoming(done, after)
+    return merged
+
+
+def _finish(b: ir.IRBuilder, mload, acc: ir.Value, res: ir.Value, mask: ir.Value, lov, hiv, has_res: ir.Value,
+            clamp: ir.Value) -> ir.Value:
+    """acc + residual (masked load over ``mask``) when ``has_res``, then the clamp (NaN stays NaN) when
+    ``clamp``: branches on the two uniform flags, so an epilogue that is off costs a predicted branch, not a
+    masked load, an add, two compares and three blends per vector as selects did."""
+    def add_residual(v):
+        return b.fadd(v, b.call(mload, [b.bitcast(res, VECP), ir.Constant(I32, 4), mask, ir.Constant(VEC, None)]))
+
+    def clamped(v):
+        v = b.select(b.fcmp_ordered("<", v, lov), lov, v)
+        return b.select(b.fcmp_ordered(">", v, hiv), hiv, v)
+    return _when(b, clamp, _when(b, has_res, acc, add_residual), clamped)
 
 
 def flat_function(module: ir.Module, k: int) -> ir.Function:
@@ -190,7 +206,6 @@ def flat_function(module: ir.Module, k: int) -> ir.Function:
     hv, wv, ohv = _splat_i32(b, h), _splat_i32(b, w), _splat_i32(b, oh)
     lov, hiv = _splat(b, lo), _splat(b, hi)
     binit = _splat(b, bias)
-    res_on = _splat_bool(b, has_res)
     cvec = b.bitcast(coords, IVEC.as_pointer())
 
     def one(j, shifted):
@@ -223,7 +238,7 @@ def flat_function(module: ir.Module, k: int) -> ir.Function:
                     part = b.call(fma, [v, wk[t], part])
             acc = b.fadd(acc, b.select(row[ky], part, zero) if shifted else part)
         out_ok = b.icmp_unsigned("<", ys, ohv)
-        v = _finish(b, mload, acc, b.gep(res, [p0]), b.and_(out_ok, res_on), lov, hiv, clamp)
+        v = _finish(b, mload, acc, b.gep(res, [p0]), out_ok, lov, hiv, has_res, clamp)
         b.call(mstore, [v, b.bitcast(b.gep(y, [p0]), VECP), ir.Constant(I32, 4), out_ok])
 
     # windows may reach into the neighbouring planes (their lanes are masked off), not outside the tensor:

@@ -37,10 +37,13 @@ def _model(rng, n, c, h, w, k, strides=(1, 1), pads=(0, 0, 0, 0), dil=(1, 1), bi
         inits["lo"], inits["hi"] = np.array(0, np.float32), np.array(6, np.float32)
         nodes.append(oh.make_node("Clip", ["y0", "lo", "hi"], ["y"]))
         last = "y"
-    elif epilogue == "residual":
+    elif epilogue in ("residual", "add"):          # residual + Relu, or the residual alone (no clamp)
         inputs.append(tensor_info("r", np.float32, [n, c, oh_, ow_]))
         feeds["r"] = rng.standard_normal((n, c, oh_, ow_)).astype(np.float32)
-        nodes += [oh.make_node("Add", ["y0", "r"], ["s"]), oh.make_node("Relu", ["s"], ["y"])]
+        if epilogue == "residual":
+            nodes += [oh.make_node("Add", ["y0", "r"], ["s"]), oh.make_node("Relu", ["s"], ["y"])]
+        else:
+            nodes.append(oh.make_node("Add", ["y0", "r"], ["y"]))
         last = "y"
     model = make_model(nodes, inputs, [tensor_info(last, np.float32, [n, c, oh_, ow_])], inits)
     return model, feeds
@@ -80,7 +83,7 @@ def test_matches_onnxruntime(tmp_path, rng, case, nt):
     np.testing.assert_allclose(m.run(feeds)["y0"], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("epilogue", ["clip", "residual"])
+@pytest.mark.parametrize("epilogue", ["clip", "residual", "add"])
 def test_epilogue_runs_in_the_driver(tmp_path, rng, epilogue):
     model, feeds = _model(rng, 1, 24, 20, 20, (3, 3), pads=(1, 1, 1, 1), epilogue=epilogue)
     feeds["x"][0, 0, 3, 3] = np.nan                                    # NaN stays NaN through the clamp
@@ -131,7 +134,7 @@ def test_flat_planes_match_onnxruntime(tmp_path, rng, case, nt):
     np.testing.assert_allclose(m.run(feeds)["y0"], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("epilogue", [None, "clip", "residual"])
+@pytest.mark.parametrize("epilogue", [None, "clip", "residual", "add"])
 def test_flat_planes_keep_infinities_to_their_own_plane(tmp_path, rng, epilogue):
     """Windows read the neighbouring planes' rows; those lanes are masked off, so an infinity or NaN next to a
     plane (first/last row and column of the neighbours) reaches only the outputs that really see it."""
