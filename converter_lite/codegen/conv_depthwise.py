@@ -45,11 +45,11 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .conv_direct import _cdiv, _intrinsics, _min, _splat, _splat_i32
-from .internal import constant_table, internal_function
+from .conv_direct import _cdiv, _intrinsics, _min, _splat, _splat_i32, clamp_lanes
+from .internal import constant_table, driver_entry, internal_function
 from .loops import for_range
 from .pool import BODY_TYPE, declare_pool
-from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I32, I64, VOID
+from .types import BYTE_PTR_PTR, F32, F64, I1, I32, I64, VOID
 
 DEPTHWISE_SYMBOL = "cl_dwconv_v2_f32"
 FIELDS = ("n", "c", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "x", "y", "wt", "bias",
@@ -174,17 +174,14 @@ def _when(b: ir.IRBuilder, flag: ir.Value, v: ir.Value, make) -> ir.Value:
 
 
 def _finish(b: ir.IRBuilder, mload, acc: ir.Value, res: ir.Value, mask: ir.Value, lov, hiv, has_res: ir.Value,
-            clamp: ir.Value) -> ir.Value:
+            do_clamp: ir.Value) -> ir.Value:
     """acc + residual (masked load over ``mask``) when ``has_res``, then the clamp (NaN stays NaN) when
-    ``clamp``: branches on the two uniform flags, so an epilogue that is off costs a predicted branch, not a
+    ``do_clamp``: branches on the two uniform flags, so an epilogue that is off costs a predicted branch, not a
     masked load, an add, two compares and three blends per vector as selects did."""
     def add_residual(v):
         return b.fadd(v, b.call(mload, [b.bitcast(res, VECP), ir.Constant(I32, 4), mask, ir.Constant(VEC, None)]))
 
-    def clamped(v):
-        v = b.select(b.fcmp_ordered("<", v, lov), lov, v)
-        return b.select(b.fcmp_ordered(">", v, hiv), hiv, v)
-    return _when(b, clamp, _when(b, has_res, acc, add_residual), clamped)
+    return _when(b, do_clamp, _when(b, has_res, acc, add_residual), lambda v: clamp_lanes(b, v, lov, hiv))
 
 
 def flat_function(module: ir.Module, k: int) -> ir.Function:
@@ -340,11 +337,8 @@ def emit_conv_depthwise(module: ir.Module) -> ir.Function:
     """Defines ``DEPTHWISE_SYMBOL`` (see the module doc) in ``module``."""
     planes_fn = _emit_planes(module, _table(module), _flat_table(module))
     pool = declare_pool(module)
-    fn = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR, I64]), DEPTHWISE_SYMBOL)
-    desc, nthreads = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    fn, b, desc, nt = driver_entry(module, DEPTHWISE_SYMBOL)
     d = b.bitcast(desc, I64P)
-    nt = b.select(b.icmp_signed("<", nthreads, _c(1)), _c(1), nthreads)
     planes = b.mul(b.load(b.gep(d, [_c(_F["n"])])), b.load(b.gep(d, [_c(_F["c"])])))
     per = _cdiv(b, planes, b.mul(nt, _c(CHUNKS_PER_THREAD)))
     per = b.select(b.icmp_signed("<", per, _c(1)), _c(1), per)

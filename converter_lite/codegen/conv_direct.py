@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .internal import constant_table, internal_function
+from .internal import constant_table, driver_entry, internal_function
 from .loops import for_range, loop_id
 from .pool import BODY_TYPE, declare_pool
 from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I32, I64, VOID
@@ -78,6 +78,12 @@ def _min(b, x, y):
 
 def _cdiv(b, x, y):
     return b.sdiv(b.add(x, b.sub(y, _c(1))), y)
+
+
+def clamp_lanes(b: ir.IRBuilder, v: ir.Value, lov: ir.Value, hiv: ir.Value) -> ir.Value:
+    """``v`` clamped to [lov, hiv] lane by lane, NaN staying NaN (ordered compares are false for it)."""
+    v = b.select(b.fcmp_ordered("<", v, lov), lov, v)
+    return b.select(b.fcmp_ordered(">", v, hiv), hiv, v)
 
 
 def _splat(b: ir.IRBuilder, s: ir.Value) -> ir.Value:
@@ -172,8 +178,7 @@ def _store_rows(module: ir.Module) -> ir.Function:
                                      mask, zero])
                 v = vb.fadd(v, rv)
             if clamp_on:
-                v = vb.select(vb.fcmp_ordered("<", v, lov), lov, v)
-                v = vb.select(vb.fcmp_ordered(">", v, hiv), hiv, v)
+                v = clamp_lanes(vb, v, lov, hiv)
             vb.call(mstore, [v, dst, ir.Constant(I32, 4), mask])
         vb.branch(done)
 
@@ -457,13 +462,10 @@ def emit_conv_direct(module: ir.Module) -> ir.Function:
     compute = _emit_compute(module, pad_rows)
     pad_planes = _emit_pad_planes(module, pad_rows)
     pool = declare_pool(module)
-    fn = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR, I64]), DIRECT_SYMBOL)
-    desc, nthreads = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    fn, b, desc, nt = driver_entry(module, DIRECT_SYMBOL)
     f = _Fields(b, desc)
     d = b.bitcast(desc, I64P)
     bufs = b.bitcast(desc, BYTE_PTR_PTR)
-    nt = b.select(b.icmp_signed("<", nthreads, _c(1)), _c(1), nthreads)
     _, _, _, nseg, nrow, nsb = _tiling(b, f)
     tiles = b.mul(nrow, nseg)
     # row mode with one super-block (at most 32 output channels per group): chunks of rows, each padding its

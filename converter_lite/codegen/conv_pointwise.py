@@ -33,13 +33,14 @@ from .conv_direct import (
     _intrinsics,
     _min,
     _splat,
+    clamp_lanes,
     flag_versions,
     tap_loop_head,
 )
-from .internal import constant_table, internal_function
+from .internal import constant_table, driver_entry, internal_function
 from .loops import for_range, loop_id
 from .pool import BODY_TYPE, declare_pool
-from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I32, I64, VOID
+from .types import BYTE_PTR_PTR, F32, F64, I32, I64, VOID
 
 POINTWISE_SYMBOL = "cl_conv1x1_v1_f32"
 FIELDS = ("n", "c", "m", "group", "p", "x", "y", "wpk", "bpk", "nmb", "residual", "clamp", "lo", "hi", "wide")
@@ -118,8 +119,7 @@ def microkernel(module: ir.Module, mr: int, nv: int, masked: bool) -> ir.Functio
                           else eb.load(rptr, align=4))
                     val = eb.fadd(val, rv)
                 if clamp_on:
-                    val = eb.select(eb.fcmp_ordered("<", val, lov), lov, val)
-                    val = eb.select(eb.fcmp_ordered(">", val, hiv), hiv, val)
+                    val = clamp_lanes(eb, val, lov, hiv)
                 dst = eb.bitcast(eb.gep(yrow, [_c(v * VL)]), VECP)
                 if masked:
                     eb.call(mstore, [val, dst, ir.Constant(I32, 4), masks[v]])
@@ -195,11 +195,8 @@ def emit_conv_pointwise(module: ir.Module) -> ir.Function:
     """Defines ``cl_conv1x1_v1_f32(i8* desc, i64 nthreads)`` (see the module doc) in ``module``."""
     body = _emit_body(module, _table(module))
     pool = declare_pool(module)
-    fn = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR, I64]), POINTWISE_SYMBOL)
-    desc, nthreads = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    fn, b, desc, nt = driver_entry(module, POINTWISE_SYMBOL)
     d = b.bitcast(desc, I64P)
-    nt = b.select(b.icmp_signed("<", nthreads, _c(1)), _c(1), nthreads)
     wide = b.icmp_signed("!=", _field(b, d, "wide"), _c(0))
     pix = b.select(wide, _c(NV[True] * VL), _c(NV[False] * VL))
     npb = _cdiv(b, _field(b, d, "p"), pix)

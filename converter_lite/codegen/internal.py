@@ -1,5 +1,6 @@
 """Module-internal definitions shared by the support drivers (sgemm, conv_direct, conv_pointwise,
-conv_depthwise): get-or-create an internal function, and a constant table of function pointers.
+conv_depthwise): get-or-create an internal function, a constant table of function pointers, and a driver's
+exported entry point.
 
     fn = internal_function(module, "cl_x.mk4", MK_TYPE, noalias=(0, 2))
     if not fn.is_declaration:
@@ -11,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from llvmlite import ir
+
+from .types import BYTE_PTR, I64, VOID
 
 
 def internal_function(module: ir.Module, name: str, fnty: ir.FunctionType, noalias: Iterable[int] = ()
@@ -36,3 +39,13 @@ def constant_table(module: ir.Module, name: str, elem: ir.Type, entries: Sequenc
     g.global_constant = True
     g.initializer = ir.Constant(ty, list(entries))
     return g
+
+
+def driver_entry(module: ir.Module, symbol: str) -> tuple[ir.Function, ir.IRBuilder, ir.Value, ir.Value]:
+    """A driver's exported ``void symbol(i8* desc, i64 nthreads)``: the function, a builder at its entry block,
+    the record pointer and the thread count (at least 1)."""
+    fn = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR, I64]), symbol)
+    desc, nthreads = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    one = ir.Constant(I64, 1)
+    return fn, b, desc, b.select(b.icmp_signed("<", nthreads, one), one, nthreads)
