@@ -94,9 +94,12 @@ def _geometry(ctx: NodeCtx, x_shape, extra_pads):
     attrs = dict(ctx.attrs)
     w = ctx.const(1)
     if extra_pads is not None:
-        if attrs.get("auto_pad", "NOTSET") not in ("NOTSET",):
+        # VALID is explicit zero pads (PyTorch exports a ZeroPad2d + padding="valid" Conv that way); SAME_* pads
+        # depend on the input size, which the absorbed Pad changes
+        mode = attrs.get("auto_pad", "NOTSET")
+        if mode not in ("NOTSET", "VALID"):
             return None
-        p = list(attrs.get("pads", (0, 0, 0, 0)))
+        p = list(attrs.get("pads", (0, 0, 0, 0))) if mode == "NOTSET" else [0, 0, 0, 0]
         attrs["pads"] = (p[0] + extra_pads[0], p[1] + extra_pads[1], p[2] + extra_pads[2], p[3] + extra_pads[3])
         attrs["auto_pad"] = "NOTSET"
     try:

@@ -166,3 +166,26 @@ def test_flat_tables():
     assert (jlo, jhi) == (1, 4)
     geo.dw = 2
     assert conv_depthwise.flat_tables(geo)[1] == (0, 0)
+
+
+@pytest.mark.parametrize("group", [1, "c"])
+@pytest.mark.parametrize("k,pads", [((3, 3), (0, 0, 1, 1)), ((5, 5), (1, 1, 2, 2))])
+def test_zero_pad_before_a_valid_conv_is_absorbed(tmp_path, rng, group, k, pads):
+    """What PyTorch exports for a ZeroPad2d + ``padding="valid"`` stride-2 Conv (HF EfficientNet): the Pad folds
+    into the Conv's pads (auto_pad VALID means zero pads), so no Pad step and no numpy Conv remain."""
+    c = 32
+    g = c if group == "c" else 1
+    w = rng.standard_normal((c, c // g) + k).astype(np.float32)
+    nodes = [oh.make_node("Pad", ["x", "pads", "zero"], ["xp"], mode="constant"),
+             oh.make_node("Conv", ["xp", "w"], ["y"], group=g, kernel_shape=list(k), strides=[2, 2],
+                          auto_pad="VALID")]
+    inits = {"w": w, "pads": np.array([0, 0, pads[0], pads[1], 0, 0, pads[2], pads[3]], np.int64),
+             "zero": np.array(0, np.float32)}
+    model = make_model(nodes, [tensor_info("x", np.float32, [1, c, 28, 28])],
+                       [tensor_info("y", np.float32, None)], inits)
+    feeds = {"x": rng.standard_normal((1, c, 28, 28)).astype(np.float32)}
+    for nt in (1, 2):
+        m = _converted(tmp_path, model, nt)
+        assert [s.node.op for s in m.plan.program.steps] == ["Conv"]
+        assert not _kinds(m) & {"_Depthwise", "NoneType"}
+        np.testing.assert_allclose(m.run(feeds)["y"], run_ort(model, feeds)[0], rtol=1e-4, atol=1e-4)
