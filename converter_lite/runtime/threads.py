@@ -140,10 +140,17 @@ class ThreadChooser:
     (another library's threads spinning after its own call, a short burst elsewhere) slows only some 2-thread
     samples and 1-thread ones not at all, so a median let transient bursts keep a model on one thread (bert_tiny
     after onnxruntime runs in the same process: 0.52 ms on 1 thread where 2 threads run it in 0.32 ms), while a
-    core that stays busy slows every sample and still loses the low quantile.  Every ``EXPLORE``-th run starts
-    a burst of ``BURST`` runs of the other one, so the choice follows the machine's load; in between, one run of the best option in ``SAMPLE`` is
-    timed (a run not timed costs no lock).  Never more than ``num_threads`` threads."""
+    core that stays busy slows every sample and still loses the low quantile.  Exploration: a burst of ``BURST``
+    runs of the other option, so the choice follows the machine's load; in between, one run of the best option in
+    ``SAMPLE`` is timed (a run not timed costs no lock), so the best option's level follows the load by itself.
+    The bursts come every ``EXPLORE`` runs when the two levels are close, and further apart the more the other
+    option is behind, so that the slower runs they cost stay near ``BUDGET`` of the time: ``BURST * gap /
+    BUDGET`` runs apart (``gap`` = its level / the best's - 1), at most ``MAX_EXPLORE``.  Every 32nd run with
+    3 of them on one thread cost bert_base at 224 ms-scale runs (2 threads 65 ms, 1 thread 120 ms) 12-20% of its
+    mean time and 2-13% of its median (the second core also takes a few runs to come back to speed after a
+    1-thread burst).  Never more than ``num_threads`` threads."""
     WARMUP, WINDOW, EXPLORE, SAMPLE, BURST = 3, 9, 32, 4, 3
+    MAX_EXPLORE, BUDGET = 1024, 0.02
     QUANTILE = 0.25
 
     def __init__(self, options: tuple[int, ...]):
@@ -156,6 +163,7 @@ class ThreadChooser:
         self._cold = True                              # some option has fewer than WARMUP samples
         self._best = options[0]                        # lowest level (kept by record)
         self._burst: list[int] = []                    # the timed runs left of the current burst
+        self._explore_at = self.EXPLORE                # the run that starts the next exploration
         self._lock = threading.Lock()
 
     def pick(self) -> int:
@@ -167,7 +175,7 @@ class ThreadChooser:
         no lock and no clock)."""
         self.runs += 1                                 # a lost increment under a race only shifts the schedule
         runs = self.runs
-        if not self._cold and not self._burst and runs % self.EXPLORE and runs % self.SAMPLE:
+        if not self._cold and not self._burst and runs < self._explore_at and runs % self.SAMPLE:
             return self._best, False
         with self._lock:
             if self._burst:
@@ -180,12 +188,21 @@ class ThreadChooser:
                     return o, False
                 self._cold = False
             best = self._best
-            if runs % self.EXPLORE == 0:
+            if runs >= self._explore_at:
                 others = [o for o in self.options if o != best]
                 o = others[(runs // self.EXPLORE) % len(others)]
                 self._burst = [o] * (self.BURST - 1)
+                self._explore_at = runs + self.interval()
                 return o, False
             return best, True
+
+    def interval(self) -> int:
+        """Runs until the next exploration: ``EXPLORE`` .. ``MAX_EXPLORE``, longer the further the closest other
+        option is behind the best (see the class doc)."""
+        best = self._level[self._best]
+        other = min(v for o, v in self._level.items() if o != self._best)
+        gap = other / best - 1.0 if best > 0 else 0.0
+        return int(min(self.MAX_EXPLORE, max(self.EXPLORE, self.BURST * gap / self.BUDGET)))
 
     def best(self) -> int:
         return self._best

@@ -171,7 +171,7 @@ def test_chooser_times_warm_up_exploration_and_every_sample_th_run():
 def test_chooser_explores_in_bursts_whose_first_run_is_not_timed():
     """The run right after a switch of thread count is not timed (it meets the other option's state)."""
     c = threads.ThreadChooser((1, 2))
-    cost = {1: 3.0, 2: 1.0}
+    cost = {1: 1.1, 2: 1.0}
     log = []
     for _ in range(3 * c.EXPLORE):
         o, sample = c.choose()
@@ -182,3 +182,26 @@ def test_chooser_explores_in_bursts_whose_first_run_is_not_timed():
     assert len(switches) >= 2                                # explorations of the slower option
     for i in switches:
         assert not log[i][1] and log[i + 1] == (1, True)
+
+
+def _switches(costs, runs):
+    c = threads.ThreadChooser((1, 2))
+    picks = []
+    for _ in range(runs):
+        o, sample = c.choose()
+        picks.append(o)
+        if sample:
+            c.record(o, costs[o])
+    return [i for i in range(1, runs) if picks[i] == 1 and picks[i - 1] == 2], c
+
+
+@pytest.mark.parametrize("slow,apart", [(1.05, 32), (1.3, 45), (2.0, 150), (9.0, 1024)])
+def test_chooser_explores_a_slower_option_the_less_often_the_slower_it_is(slow, apart):
+    """Exploring costs BURST runs of the slower option: bursts come BURST * gap / BUDGET runs apart (at least
+    EXPLORE, at most MAX_EXPLORE), so they cost about BUDGET of the time whatever the gap."""
+    starts, c = _switches({1: slow, 2: 1.0}, 3000)
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert gaps and all(abs(g - apart) <= 1 for g in gaps), gaps
+    assert c.best() == 2
+    extra = (slow - 1.0) * c.BURST * len(starts) / 3000           # the time the bursts cost, as a fraction
+    assert extra <= c.BUDGET * 1.1 or apart in (c.EXPLORE, c.MAX_EXPLORE)          # the bounds win
