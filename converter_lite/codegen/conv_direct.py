@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .internal import constant_table, driver_entry, internal_function
+from .internal import constant_table, driver_entry, internal_function, prefetch
 from .loops import for_range, loop_id
 from .pool import BODY_TYPE, declare_pool
 from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I32, I64, VOID
@@ -57,6 +57,7 @@ TILES = {True: (2, 12, 4), False: (1, 6, 4)}     # wide -> (channel blocks per t
 # when the host makes cross-core traffic expensive (it flips between the two states within minutes):
 # 2 -> 151, 1 -> 108 (ORT ~85).  resnet_mini (quiet): 4 -> 603, 2 -> 594, 1 -> 593
 CHUNKS_PER_THREAD = 1
+PF_AHEAD = 64                      # taps the microkernels prefetch their weights ahead (internal.prefetch)
 FLAG_CLAMP, FLAG_RESIDUAL = 1, 2          # the microkernels' epilogue flags
 
 FP = F32.as_pointer()
@@ -223,6 +224,8 @@ def microkernel(module: ir.Module, ocv: int, rows: int, cols: int, sw: int) -> i
     b.position_at_end(body)
     off = b.load(b.gep(koff, [k]))
     wv = [b.load(b.bitcast(b.gep(wblk[o], [b.mul(k, _c(VL))]), VECP), align=4) for o in range(ocv)]
+    for o in range(ocv):
+        prefetch(module, b, b.gep(wblk[o], [b.mul(b.add(k, _c(PF_AHEAD)), _c(VL))]))
     for r in range(rows):
         base = b.gep(bases[r], [off])
         for q in range(cols):

@@ -1,6 +1,6 @@
 """Module-internal definitions shared by the support drivers (sgemm, conv_direct, conv_pointwise,
 conv_depthwise): get-or-create an internal function, a constant table of function pointers, and a driver's
-exported entry point.
+exported entry point, and a software prefetch.
 
     fn = internal_function(module, "cl_x.mk4", MK_TYPE, noalias=(0, 2))
     if not fn.is_declaration:
@@ -49,3 +49,14 @@ def driver_entry(module: ir.Module, symbol: str) -> tuple[ir.Function, ir.IRBuil
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     one = ir.Constant(I64, 1)
     return fn, b, desc, b.select(b.icmp_signed("<", nthreads, one), one, nthreads)
+
+
+def prefetch(module: ir.Module, b: ir.IRBuilder, ptr: ir.Value) -> None:
+    """A read prefetch of the cache line at ``ptr`` into all cache levels (``llvm.prefetch``: a hint, so an
+    address past the end of an array is harmless).  The microkernels prefetch their weights a fixed distance
+    ahead: a model's weights are not in the cache from one run to the next."""
+    i8p = ir.IntType(8).as_pointer()
+    fn = module.globals.get("llvm.prefetch.p0i8") or ir.Function(
+        module, ir.FunctionType(VOID, [i8p, ir.IntType(32), ir.IntType(32), ir.IntType(32)]), "llvm.prefetch.p0i8")
+    i32 = ir.IntType(32)
+    b.call(fn, [b.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])

@@ -32,7 +32,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from .conv_direct import _intrinsics, _splat, _splat_bool, _splat_i32, transpose
-from .internal import constant_table, internal_function
+from .internal import constant_table, internal_function, prefetch
 from .loops import for_range, loop_id
 from .types import F32, I1, I32, I64, VOID
 
@@ -94,11 +94,9 @@ def microkernel(module: ir.Module, mr: int, nv: int) -> ir.Function:
     b.cbranch(b.icmp_signed("<", k, kk), body, done)
     b.position_at_end(body)
     brow = b.gep(bp, [b.mul(k, bks)])
-    pf = module.globals.get("llvm.prefetch.p0i8") or ir.Function(
-        module, ir.FunctionType(VOID, [ir.IntType(8).as_pointer(), I32, I32, I32]), "llvm.prefetch.p0i8")
-    ahead = b.bitcast(b.gep(brow, [b.mul(bks, _c(PF_AHEAD))]), ir.IntType(8).as_pointer())
-    for line in range(nv):
-        b.call(pf, [b.gep(ahead, [_c(64 * line)]), ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+    ahead = b.gep(brow, [b.mul(bks, _c(PF_AHEAD))])
+    for v in range(nv):
+        prefetch(module, b, b.gep(ahead, [_c(v * VL)]))
     bv = []
     for v in range(nv):
         ptr = b.bitcast(b.gep(brow, [_c(v * VL)]), VECP)
