@@ -196,6 +196,40 @@ def test_kernel_matches_reference(lib, case, rng):
     check_case(lib, case, rng)
 
 
+# -- transposed map nests (blocked columns, lower._emit_map) ---------------------------------------------------
+def _seg(b, x):
+    """SegFormer's Mix-FFN: a conv output [1, C, H, W] flattened and transposed to tokens, then Erf-GELU."""
+    t = b.op("Transpose", b.op("Reshape", x, b.const(np.array([1, 24, 560], np.int64))), perm=(0, 2, 1))
+    return t * (b.op("Erf", t * 0.7071) + 1.0) * 0.5
+
+
+TRANSPOSED = {   # output last axis longer than a block, not a multiple of it; gathers near (< 2 KB) and far
+    "near": make_graph("tr_near", [(F32, (2, 200, 48)), (F32, (48,))], lambda b, x, y: b.op(
+        "Transpose", x + y, perm=(0, 2, 1))),
+    "far": make_graph("tr_far", [(F32, (1, 40, 1030))], lambda b, x: b.op("Transpose", b.op("Abs", x),
+                                                                          perm=(0, 2, 1))),
+    "reshape_gelu": make_graph("tr_gelu", [(F32, (1, 24, 8, 70))], _seg),
+    "to_planes": make_graph("tr_planes", [(F32, (1, 300, 36)), (F32, (36,))], lambda b, x, y: b.op(
+        "Reshape", b.op("Transpose", x + y, perm=(0, 2, 1)), b.const(np.array([1, 36, 3, 100], np.int64)))),
+    "outer_axes": make_graph("tr_outer", [(F32, (3, 5, 70, 20))], lambda b, x: b.op(
+        "Transpose", b.op("Neg", x), perm=(0, 1, 3, 2)) - 1.0),
+}
+
+
+def test_transposed_nests_are_blocked():
+    """A nest whose innermost loop gathers along a transposed axis runs in blocks of columns (the block loop
+    ``tb``): 64 columns when the gathered elements are near, 16 when far apart; a plain broadcast is not."""
+    from converter_lite.codegen.abi import lower_kernel
+    from converter_lite.codegen.lower import TRANSPOSE_BLOCK, TRANSPOSE_BLOCK_FAR
+    for name, block in (("near", TRANSPOSE_BLOCK), ("far", TRANSPOSE_BLOCK_FAR),
+                        ("reshape_gelu", TRANSPOSE_BLOCK_FAR), ("to_planes", TRANSPOSE_BLOCK),
+                        ("outer_axes", TRANSPOSE_BLOCK)):
+        text = str(lower_kernel(TRANSPOSED[name], "k")[0])
+        assert "tb.head:" in text and f'mul i64 %"tb", {block}' in text, name
+    g = make_graph("plain", [(F32, (4, 256)), (F32, (256,))], lambda b, x, y: x + y)
+    assert "tb.head" not in str(lower_kernel(g, "k")[0])
+
+
 # -- threads ---------------------------------------------------------------------------------------------------
 THREADED = [
     Case("t_ewise", make_graph("t_ewise", [(F32, (301, 257))], lambda b, x: b.op("Sigmoid", x) * x)),
@@ -205,7 +239,7 @@ THREADED = [
                                       lambda b, x: b.op("ReduceSum", x, _axes(b, (0,)), keepdims=1))),
     Case("t_reduce_all", make_graph("t_reduce_all", [(F32, (40, 50))], lambda b, x: b.op("ReduceMax", x))),
     Case("t_small", make_graph("t_small", [(F32, (3,))], lambda b, x: x + 1.0)),
-]
+] + [Case(f"t_{name}", graph) for name, graph in TRANSPOSED.items()]
 
 
 @pytest.fixture(scope="module")
