@@ -78,6 +78,7 @@ class PointwiseConv(EpilogueHook):
     FIELDS = ("n", "c", "m", "group", "p", "x", "y", "wpk", "bpk", "nmb", "residual", "clamp", "lo", "hi",
               "wide")
     MR = 6
+    EXTRA = 2                          # i64 words after FIELDS the driver writes (pixel, channel blocks per chunk)
 
     def __init__(self, geo, w: np.ndarray, bias, address: int, max_threads: int, wide: bool):
         g = self.g = geo
@@ -97,7 +98,7 @@ class PointwiseConv(EpilogueHook):
         g, x, y = self.g, ins[0], outs[0]
         lo, hi = self.clamp or (0.0, 0.0)
         at = {name: i for i, name in enumerate(self.FIELDS)}
-        desc = np.zeros(len(self.FIELDS) + 1, np.int64)
+        desc = np.zeros(len(self.FIELDS) + self.EXTRA, np.int64)
         vals = dict(n=g.n, c=g.c, m=g.m, group=g.group, p=g.h * g.w, x=x.ctypes.data, y=y.ctypes.data,
                     wpk=self.wpk.ctypes.data, bpk=self.bpk.ctypes.data, nmb=self.nmb,
                     residual=ins[-1].ctypes.data if self.residual else 0, clamp=int(self.clamp is not None),

@@ -40,9 +40,12 @@ POINTWISE_CASES = [
     ((1, 160, 5, 5), (70, 160, 1, 1), {}),
     ((1, 3, 1, 1), (7, 3, 1, 1), {}),
     ((1, 16, 8, 8), (6, 16, 1, 1), {}),
+    ((1, 40, 7, 7), (97, 40, 1, 1), {}),       # one pixel block: chunks split the 17 channel blocks (last: 1 row)
+    ((1, 24, 3, 3), (13, 24, 1, 1), {}),       # 3 channel blocks for up to 3 threads, the last one channel
 ]
 ALL = CASES + EXTRA_CASES + POINTWISE_CASES
-DESCS = (len(conv_direct.FIELDS) + conv_direct.EXTRA, len(conv_direct.PointwiseConv.FIELDS) + 1)
+DESCS = (len(conv_direct.FIELDS) + conv_direct.EXTRA,
+         len(conv_direct.PointwiseConv.FIELDS) + conv_direct.PointwiseConv.EXTRA)
 
 
 @pytest.fixture(params=[True, False], ids=["wide", "narrow"])
@@ -208,3 +211,20 @@ def test_every_epilogue_combination_against_onnxruntime(tmp_path):
     assert [len(d) for d in descs] == [DESCS[0]] * 2 + [DESCS[1]] * 3
     got = [(int(d[f.index("clamp")]), bool(d[f.index("residual")])) for d, f in zip(descs, fields)]
     assert got == [(0, False), (0, True), (1, True), (0, True), (0, False)], got
+
+
+def test_pointwise_splits_small_images_by_channel_blocks(resolver, monkeypatch):
+    """49 pixels are one pixel block: with 2 or 3 threads the driver splits the 17 channel blocks instead (the
+    words after FIELDS: pixel blocks, channel blocks per chunk), else one thread did the whole convolution."""
+    monkeypatch.setattr(conv_direct, "pointwise_pays", lambda geo, wide: True)
+    monkeypatch.setattr(conv_direct, "wide_vectors", lambda library: True)            # 64-pixel blocks
+    rng = np.random.default_rng(3)
+    x, w, b = _arr(rng, 1, 40, 7, 7), _arr(rng, 97, 40, 1, 1), _arr(rng, 97)
+    g = _graph(x, w, b, {})
+    want = eval_graph(g, [x])[0]
+    plan = Plan(g, resolver, num_threads=3, adaptive=False)
+    n = len(conv_direct.PointwiseConv.FIELDS)
+    for nt, per_chunk in ((1, 17), (2, 9), (3, 6)):
+        np.testing.assert_allclose(plan.execute([x], num_threads=nt)[0], want, rtol=1e-4, atol=1e-4)
+        (desc,) = [c.conv_desc for c in plan._free[-1].calls(nt) if hasattr(c, "conv_desc")]
+        assert len(desc) == DESCS[1] and (desc[n], desc[n + 1]) == (1, per_chunk)
