@@ -33,7 +33,15 @@ from typing import Any, Mapping
 
 from ..errors import RET_ERROR, RET_GRAPH_FILE_ERR, ConverterError
 from ..ir.core import Graph
-from .graph_codec import ALIGN, CodecError, WeightsWriter, align_up, decode_graph, encode_graph
+from . import pages
+from .graph_codec import (
+    ALIGN,
+    CodecError,
+    WeightsWriter,
+    align_up,
+    decode_graph,
+    encode_graph,
+)
 
 MAGIC = b"CLMS"
 FORMAT_VERSION = 1
@@ -41,6 +49,7 @@ SUPPORTED_VERSIONS = (FORMAT_VERSION,)
 WEIGHTS_SECTION = "weights"
 _PREFIX = struct.Struct("<4sIQIIQ")
 _PAD = bytes(ALIGN)
+CRC_CHUNK = 8 << 20                 # bytes checksummed (then released, when mapped) at a time
 
 
 @dataclass
@@ -187,6 +196,18 @@ def _check_prefix(path: str, prefix: bytes, size: int) -> None:
         raise _fail(path, f"is corrupted (header length {header_len} exceeds the file)")
 
 
+def _crc32(view: memoryview) -> int:
+    """CRC-32 of ``view``, read in chunks whose pages (of a memory-mapped file) are released once read: the check
+    reads every byte, and the pages it mapped in stayed resident though only the weights that are used (and not
+    packed into copies) are read again."""
+    crc = 0
+    for k in range(0, len(view), CRC_CHUNK):
+        chunk = view[k: k + CRC_CHUNK]
+        crc = zlib.crc32(chunk, crc)
+        pages.release(chunk)
+    return crc
+
+
 def _parse(path: str, buf: memoryview) -> LoadedModel:
     _, version, header_len, header_crc, _, _ = _PREFIX.unpack(buf[: _PREFIX.size])
     header_bytes = buf[_PREFIX.size: _PREFIX.size + header_len]
@@ -206,7 +227,7 @@ def _parse(path: str, buf: memoryview) -> LoadedModel:
         if offset < 0 or size < 0 or start + size > len(buf):
             raise _fail(path, f"has an invalid header (section {name!r} lies outside the file)")
         view = buf[start: start + size]
-        if zlib.crc32(view) != crc:
+        if _crc32(view) != crc:
             raise _fail(path, f"is corrupted (checksum mismatch in section {name!r})")
         views[name] = view
     weights = views.pop(WEIGHTS_SECTION, memoryview(b""))

@@ -20,6 +20,7 @@ import ctypes
 
 import numpy as np
 
+from ..model import pages
 from .conv_native import EpilogueHook, _bits
 from .native import wide_vectors
 from .runlist import tag
@@ -89,6 +90,7 @@ class PointwiseConv(EpilogueHook):
         padded[:, :mg] = np.asarray(w, np.float32).reshape(g.group, mg, cg)
         self.wpk = _aligned((g.group, self.nmb, cg, self.MR))
         self.wpk[...] = padded.reshape(g.group, self.nmb, self.MR, cg).transpose(0, 1, 3, 2)
+        pages.release(w)                 # the driver reads the packed copy (model/pages.py)
         self.bpk = _aligned((g.group, self.nmb * self.MR))
         if bias is not None:
             self.bpk[:, :mg] = np.asarray(bias, np.float32).reshape(g.group, mg)
@@ -116,6 +118,7 @@ class DirectConv(EpilogueHook):
         g = self.g = geo
         self.address, self.max_threads, self.wide = address, max(1, max_threads), wide
         self.wpk, self.nblk = pack_weights(w, g.group)
+        pages.release(w)
         self.bpk = pack_bias(bias, g.m, g.group, self.nblk)
         self.pad = any(g.pads)
         if self.pad:

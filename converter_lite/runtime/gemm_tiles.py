@@ -39,6 +39,7 @@ from functools import partial
 
 import numpy as np
 
+from ..model import pages
 from .blas import NO_TRANS, ROW_MAJOR, TRANS, GemmEntry, gemm_entry
 from .conv_direct import _aligned
 from .native import wide_vectors
@@ -96,6 +97,7 @@ class PackedB:
             data[:full] = b[:, :full * PANEL].reshape(k, full, PANEL).transpose(1, 0, 2)
         if n > full * PANEL:
             data[full, :, :n - full * PANEL] = b[:, full * PANEL:]
+        pages.release(b)             # the GEMM reads the panels from now on (numpy paths map b in again)
         self.data, self.matrix, self.shape = data, b, (k, n)
         self.ndim, self.dtype = 2, F32
 
