@@ -80,7 +80,7 @@ def _short(e: BaseException) -> str:
 
 def bench_model(path: str, group: str, args, budget: Budget, work_dir: str, with_openvino: bool) -> ModelResult:
     """Everything measured for one model; failures are recorded in ``result.error``, never raised."""
-    r = ModelResult(_stem(path), group)
+    r = ModelResult(_stem(path), group, weights_mb=os.path.getsize(path) / (1 << 20))
     problems: list[str] = []
     try:
         converted = {lvl: engines.convert(path, work_dir, lvl) for lvl in LEVELS}

@@ -117,7 +117,14 @@ def test_target_lines():
     assert lines[1] == "- [ ] no model above 1.2x onnxruntime at O2: conv 1.50x"
     assert lines[2].startswith("- [ ] O0/O2 >= 1.3 on the transformer-shaped models (bert_tiny, conv): conv 1.33x") \
         or lines[2].startswith("- [x] ")
-    assert lines[3] == "- [ ] load time < 100 ms (every model here has < 50 MB of weights): slowest conv 150.0 ms"
+    assert lines[3] == ("- [ ] load time < 100 ms per 50 MB of weights (at least 100 ms): closest to its limit "
+                        "conv 150.0 ms (0 MB, limit 100 ms)")
+    big = ModelResult("bert_base", "real", load_ms={"O2": 550.0}, weights_mb=420.0)    # limit 840 ms
+    assert target_lines([big], set())[3].startswith("- [x] load time") and "limit 840 ms" in \
+        target_lines([big], set())[3]
+    assert target_lines([big, ModelResult("m", "real", load_ms={"O2": 120.0}, weights_mb=55.0)], set())[3] == (
+        "- [ ] load time < 100 ms per 50 MB of weights (at least 100 ms): closest to its limit "
+        "m 120.0 ms (55 MB, limit 110 ms)")
     assert lines[4] == "- [ ] peak memory <= onnxruntime's + 10%: conv 12.0 MB vs 10.0 MB"
     assert all(line.startswith("- [ ] ") for line in target_lines([], set()))
 
