@@ -196,6 +196,13 @@ def test_kernel_matches_reference(lib, case, rng):
     check_case(lib, case, rng)
 
 
+def _grn(b, x):
+    """ConvNeXt-V2's global response norm on NHWC GELU output: the GELU and its L2 norm over [H, W] per channel."""
+    g = x * (b.op("Erf", x * 0.7071) + 1.0) * 0.5
+    n = b.op("ReduceL2", g, _axes(b, (1, 2)), keepdims=1)
+    return [g * n, n]
+
+
 # -- transposed map nests (blocked columns, lower._emit_map) ---------------------------------------------------
 def _seg(b, x):
     """SegFormer's Mix-FFN: a conv output [1, C, H, W] flattened and transposed to tokens, then Erf-GELU."""
@@ -239,7 +246,20 @@ THREADED = [
                                       lambda b, x: b.op("ReduceSum", x, _axes(b, (0,)), keepdims=1))),
     Case("t_reduce_all", make_graph("t_reduce_all", [(F32, (40, 50))], lambda b, x: b.op("ReduceMax", x))),
     Case("t_small", make_graph("t_small", [(F32, (3,))], lambda b, x: x + 1.0)),
+    # the outer form split along the innermost (channel) axis: chunks of OUTER_ALIGN channels (200 = 3 + a part)
+    Case("t_reduce_channels", make_graph("t_reduce_channels", [(F32, (1, 9, 7, 200))], lambda b, x: b.op(
+        "ReduceL2", x, _axes(b, (1, 2)), keepdims=1))),
+    Case("t_grn", make_graph("t_grn", [(F32, (1, 6, 5, 130))], _grn), atol=2e-5),     # 1 + erf cancels
 ] + [Case(f"t_{name}", graph) for name, graph in TRANSPOSED.items()]
+
+
+def test_outer_reductions_split_channels_in_wide_chunks():
+    from converter_lite.codegen.reduce import OUTER_ALIGN, ReduceStage
+    (stage,) = [s for s in plan_kernel(THREADED[-len(TRANSPOSED) - 2].graph).stages if isinstance(s, ReduceStage)]
+    assert stage.part_axis == 3 and stage.part_align == OUTER_ALIGN >= 16
+    inner = make_graph("inner", [(F32, (8, 40))], lambda b, x: b.op("ReduceSum", x, _axes(b, (1,)), keepdims=1))
+    (stage,) = plan_kernel(inner).stages
+    assert stage.part_align == 1
 
 
 @pytest.fixture(scope="module")
