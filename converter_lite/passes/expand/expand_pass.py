@@ -24,6 +24,7 @@ from . import (  # noqa: F401  (registration)
     arith,
     batch_norm,
     depthwise_conv,
+    einsum,
     gelu,
     norm,
     pool,
