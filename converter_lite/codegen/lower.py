@@ -196,12 +196,25 @@ def plan_kernel(graph: Graph) -> KernelPlan:
     for v, ob in zip(graph.outputs, out_bufs):
         if plan.value_buf.get(id(v)) is ob:
             continue
-        groups.setdefault(tuple(v.shape), []).append((v, ob))
+        src = _unreshaped(plan, v)
+        groups.setdefault(tuple(src.shape), []).append((src, ob))
     for shape, items in groups.items():
         flat = all(_flat_ok(plan, v, _numel(shape)) for v, _ in items)
         plan.stages.append(MapStage(shape, items, flat))
     plan_reuse(plan)
     return plan
+
+
+def _unreshaped(plan: KernelPlan, v: Value) -> Value:
+    """``v`` without the reshapes it ends with: a reshape keeps the row-major layout, so the map stage can loop
+    over the shape before them and store each element at its linear offset in ``v``'s buffer.  Looping over a
+    reshaped shape instead made every element's coordinates come from divisions of the flat index (PoolFormer's
+    pooling kernel, which ends in GroupNorm's flattening Reshape: its Pad guards were evaluated per element,
+    0.80 ms where the same kernel without the Reshape takes 0.06)."""
+    while (v.producer is not None and v.producer.op in RESHAPE_LIKE and id(v) not in plan.value_buf
+           and v.producer.inputs[0] is not None and _numel(v.producer.inputs[0].shape) == _numel(v.shape)):
+        v = v.producer.inputs[0]
+    return v
 
 
 def _flat_ok(plan: KernelPlan, root: Value, size: int) -> bool:

@@ -196,6 +196,25 @@ def test_kernel_matches_reference(lib, case, rng):
     check_case(lib, case, rng)
 
 
+def _pad_flatten(b, x):
+    """PoolFormer's pooling: shifted windows of a zero-padded map, ending in GroupNorm's flattening Reshape."""
+    xp = b.op("Pad", x, b.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)))
+    win = [b.op("Slice", xp, b.const(np.array([dy, dx], np.int64)), b.const(np.array([dy + 9, dx + 11], np.int64)),
+                b.const(np.array([2, 3], np.int64))) for dy in range(3) for dx in range(3)]
+    total = win[0]
+    for w in win[1:]:
+        total = total + w
+    return b.op("Reshape", total * (1.0 / 9.0) - x, b.const(np.array([2, 1, -1], np.int64)))
+
+
+def test_trailing_reshapes_are_looped_in_the_shape_before_them():
+    """A kernel whose output is a reshape loops over the shape before the reshape (same layout: each element is
+    stored at its linear offset), so its index maps see plain coordinates, not divisions of a flat index."""
+    g = next(c.graph for c in THREADED if c.name == "t_pad_flatten")
+    (stage,) = plan_kernel(g).stages
+    assert isinstance(stage, MapStage) and stage.shape == (2, 5, 9, 11) and stage.items[0][1].shape == (2, 1, 495)
+
+
 def _grn(b, x):
     """ConvNeXt-V2's global response norm on NHWC GELU output: the GELU and its L2 norm over [H, W] per channel."""
     g = x * (b.op("Erf", x * 0.7071) + 1.0) * 0.5
@@ -250,6 +269,7 @@ THREADED = [
     Case("t_reduce_channels", make_graph("t_reduce_channels", [(F32, (1, 9, 7, 200))], lambda b, x: b.op(
         "ReduceL2", x, _axes(b, (1, 2)), keepdims=1))),
     Case("t_grn", make_graph("t_grn", [(F32, (1, 6, 5, 130))], _grn), atol=2e-5),     # 1 + erf cancels
+    Case("t_pad_flatten", make_graph("t_pad_flatten", [(F32, (2, 5, 9, 11))], _pad_flatten)),
 ] + [Case(f"t_{name}", graph) for name, graph in TRANSPOSED.items()]
 
 
