@@ -24,6 +24,7 @@ from .conv_direct import DIRECT_SYMBOL, emit_conv_direct
 from .conv_driver import CONV_SYMBOLS, emit_conv_f32, emit_conv_f64
 from .conv_pointwise import POINTWISE_SYMBOL, emit_conv_pointwise
 from .gemm_driver import GEMM_TILES_SYMBOL, emit_gemm_tiles
+from .resize import RESIZE_LINEAR_SYMBOL, emit_resize_linear
 from .runlist import RUN_SYMBOL, emit_runlist
 from .sgemm import SGEMM_SYMBOL, emit_sgemm
 
@@ -31,9 +32,10 @@ SUPPORT: dict[str, Callable[[ir.Module], ir.Function]] = {
     GEMM_TILES_SYMBOL: emit_gemm_tiles, SGEMM_SYMBOL: emit_sgemm, RUN_SYMBOL: emit_runlist,
     CONV_SYMBOLS["float32"]: emit_conv_f32, CONV_SYMBOLS["float64"]: emit_conv_f64,
     DIRECT_SYMBOL: emit_conv_direct, POINTWISE_SYMBOL: emit_conv_pointwise, DEPTHWISE_SYMBOL: emit_conv_depthwise,
+    RESIZE_LINEAR_SYMBOL: emit_resize_linear,
 }
 
-SUPPORT_OPS = frozenset({"MatMul", "Gemm", "Conv", "FusedMatMul"})
+SUPPORT_OPS = frozenset({"MatMul", "Gemm", "Conv", "FusedMatMul", "Resize"})
 
 
 def support_source_key() -> str:

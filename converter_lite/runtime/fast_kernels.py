@@ -34,6 +34,7 @@ from .fast_linalg import LINALG_FAST
 from .fast_norm import NORM_FAST
 from .fast_patch import patch_conv
 from .fast_pool import POOL_FAST
+from .fast_resize import linear_resize
 from .lowering import Impl, NodeCtx, ViewOf
 from .runs import run_copy
 
@@ -339,4 +340,5 @@ FAST = {
     **{op: _compare(fn) for op, fn in COMPARE.items()},
     **NORM_FAST, **LINALG_FAST, **CONV_FAST, **POOL_FAST, **GATHER_FAST,
     "Conv": patch_conv(CONV_FAST["Conv"]),
+    "Resize": lambda ctx: linear_resize(ctx) or GATHER_FAST["Resize"](ctx),
 }

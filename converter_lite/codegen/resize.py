@@ -1,0 +1,96 @@
+"""The linear Resize driver: separable 2-tap resampling of the last two axes of float32 planes (a support
+function).
+
+    void cl_resize_linear_v1_f32(i8* desc, i64 nthreads)
+
+Linear (bilinear) Resize of ``[planes, h, w]`` to ``[planes, oh, ow]``, with the taps and weights of each output
+row and column tabulated by the runtime from the reference kernel's own geometry (every coordinate mode, the
+clamping at the borders): output row ``oy`` of plane ``p`` is
+
+    t[j] = wr[oy][0] * x[p, rows[oy][0], j] + wr[oy][1] * x[p, rows[oy][1], j]      (j < w: a vector loop)
+    y[p, oy, ox] = wc0[ox] * t[c0[ox]] + wc1[ox] * t[c1[ox]]                       (ox < ow: gathers from t)
+
+with ``t`` one row on the stack (``MAX_WIDTH`` columns at most), so each input element is read once per output
+row that uses it and the gathers hit L1.  The output rows of all planes are cut into about
+``CHUNKS_PER_THREAD`` pool chunks per thread.
+
+Record (i64 fields, ``FIELDS``): ``planes h w oh ow``, addresses ``x y``, ``rows`` (i64 ``[oh][2]``), ``wrows``
+(f32 ``[oh][2]``), ``cols`` (i32 ``[2][ow]``: first taps, then second taps), ``wcols`` (f32 ``[2][ow]``); then one
+word the entry point writes (output rows per chunk).
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .internal import driver_entry
+from .loops import for_range
+from .pool import BODY_TYPE, declare_pool
+from .types import BYTE_PTR_PTR, F32, I32, I64
+
+RESIZE_LINEAR_SYMBOL = "cl_resize_linear_v1_f32"
+FIELDS = ("planes", "h", "w", "oh", "ow", "x", "y", "rows", "wrows", "cols", "wcols")
+_F = {name: i for i, name in enumerate(FIELDS)}
+MAX_WIDTH = 8192                   # input columns of the stack row (32 KB)
+CHUNKS_PER_THREAD = 4
+VECTORIZE = {"llvm.loop.vectorize.enable": True}
+FP = F32.as_pointer()
+I64P = I64.as_pointer()
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+def _emit_body(module: ir.Module) -> ir.Function:
+    fn = ir.Function(module, BODY_TYPE, f"{RESIZE_LINEAR_SYMBOL}.rows")
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    d = b.bitcast(fn.args[0], I64P)
+    f = {name: b.load(b.gep(d, [_c(i)]), name=name) for name, i in _F.items()}
+    rpc = b.load(b.gep(d, [_c(len(FIELDS))]))
+    tmp = b.alloca(F32, _c(MAX_WIDTH))
+    tmp.align = 64
+    h, w, oh, ow = f["h"], f["w"], f["oh"], f["ow"]
+    x, y = b.inttoptr(f["x"], FP), b.inttoptr(f["y"], FP)
+    rows, wrows = b.inttoptr(f["rows"], I64P), b.inttoptr(f["wrows"], FP)
+    cols, wcols = b.inttoptr(f["cols"], I32.as_pointer()), b.inttoptr(f["wcols"], FP)
+    units = b.mul(f["planes"], oh)
+    u0 = b.mul(fn.args[1], rpc)
+    u1 = b.add(u0, rpc)
+    u1 = b.select(b.icmp_signed("<", u1, units), u1, units)
+    with for_range(b, u0, u1, "u") as u:
+        p, oy = b.sdiv(u, oh), b.srem(u, oh)
+        two = b.mul(oy, _c(2))
+        ia, ib = b.load(b.gep(rows, [two])), b.load(b.gep(rows, [b.add(two, _c(1))]))
+        wa, wb = b.load(b.gep(wrows, [two])), b.load(b.gep(wrows, [b.add(two, _c(1))]))
+        plane = b.mul(p, h)
+        xa = b.gep(x, [b.mul(b.add(plane, ia), w)])
+        xb = b.gep(x, [b.mul(b.add(plane, ib), w)])
+        with for_range(b, 0, w, "j", VECTORIZE) as j:
+            v = b.fadd(b.fmul(wa, b.load(b.gep(xa, [j]))), b.fmul(wb, b.load(b.gep(xb, [j]))))
+            b.store(v, b.gep(tmp, [j]))
+        yrow = b.gep(y, [b.mul(u, ow)])
+        with for_range(b, 0, ow, "o", VECTORIZE) as o:
+            c0 = b.sext(b.load(b.gep(cols, [o])), I64)
+            c1 = b.sext(b.load(b.gep(cols, [b.add(o, ow)])), I64)
+            w0, w1 = b.load(b.gep(wcols, [o])), b.load(b.gep(wcols, [b.add(o, ow)]))
+            v = b.fadd(b.fmul(w0, b.load(b.gep(tmp, [c0]))), b.fmul(w1, b.load(b.gep(tmp, [c1]))))
+            b.store(v, b.gep(yrow, [o]))
+    b.ret_void()
+    return fn
+
+
+def emit_resize_linear(module: ir.Module) -> ir.Function:
+    """Defines ``cl_resize_linear_v1_f32(i8* desc, i64 nthreads)`` (see the module doc) in ``module``."""
+    body = _emit_body(module)
+    pool = declare_pool(module)
+    fn, b, desc, nt = driver_entry(module, RESIZE_LINEAR_SYMBOL)
+    d = b.bitcast(desc, I64P)
+    units = b.mul(b.load(b.gep(d, [_c(_F["planes"])])), b.load(b.gep(d, [_c(_F["oh"])])))
+    want = b.mul(nt, _c(CHUNKS_PER_THREAD))
+    rpc = b.sdiv(b.add(units, b.sub(want, _c(1))), want)
+    rpc = b.select(b.icmp_signed("<", rpc, _c(1)), _c(1), rpc)
+    b.store(rpc, b.gep(d, [_c(len(FIELDS))]))
+    b.call(pool, [body, b.bitcast(desc, BYTE_PTR_PTR), b.sdiv(b.add(units, b.sub(rpc, _c(1))), rpc), nt])
+    b.ret_void()
+    return fn
