@@ -41,6 +41,15 @@ MODELS = {
     "levit": lambda: img(T.LevitModel(T.LevitConfig())),
     "bert_base": lambda: txt(T.BertModel(T.BertConfig())),
     "gpt2": lambda: txt(T.GPT2Model(T.GPT2Config())),
+    # more of what users export; each of these found a slow path once (in brackets: what it exercises)
+    "convnextv2_tiny": lambda: img(T.ConvNextV2Model(T.ConvNextV2Config())),        # GRN: ReduceL2 over H, W
+    "cvt_13": lambda: img(T.CvtModel(T.CvtConfig(), add_pooling_layer=False)),        # attention as Einsum
+    "poolformer_s12": lambda: img(T.PoolFormerModel(T.PoolFormerConfig())),           # pooling + GroupNorm
+    "glpn_depth": lambda: img(T.GLPNForDepthEstimation(T.GLPNConfig()), 256),         # bilinear Resize
+    "dpt_depth": lambda: img(T.DPTForDepthEstimation(T.DPTConfig(image_size=384)), 384),
+    "swin_tiny": lambda: img(T.SwinModel(T.SwinConfig())),
+    "clip_vision": lambda: img(T.CLIPVisionModel(T.CLIPVisionConfig())),
+    "whisper_encoder": lambda: (T.WhisperModel(T.WhisperConfig()).encoder, {"input_features": torch.randn(1, 80, 3000)}),
 }
 
 
@@ -62,12 +71,13 @@ def export(name: str, out_dir: str) -> None:
             self.m = model
 
         def forward(self, x):
-            return self.m(x).last_hidden_state
+            out = self.m(x)
+            return out.last_hidden_state if getattr(out, "last_hidden_state", None) is not None else out[0]
 
     (key, value), = feeds.items()
     with torch.no_grad():
         torch.onnx.export(Wrapper(), (value,), os.path.join(out_dir, f"{name}.onnx"), input_names=[key],
-                          output_names=["last_hidden_state"], opset_version=17, dynamo=False,
+                          output_names=["output"], opset_version=17, dynamo=False,
                           do_constant_folding=True)
     print("OK", name, flush=True)
 
