@@ -21,6 +21,7 @@ and asks the emitter ``em`` for the input element there:
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -106,6 +107,10 @@ class Index:
             zero = ir.Constant(I64, 0)
             coords = [next(kept) if d != 1 else zero for d in shape]
             return Index(self.b, shape, coords, self._linear)
+        if self._coords is not None and self._linear is None:
+            coords = _regroup(self.b, self._coords, self.shape, shape)
+            if coords is not None:
+                return Index(self.b, shape, coords)
         return Index(self.b, shape, linear=self.linear())
 
     def broadcast_to(self, shape: Sequence[int]) -> Index:
@@ -122,6 +127,53 @@ class Index:
         off = len(self.shape) - len(shape)
         zero = ir.Constant(I64, 0)
         return Index(self.b, shape, [coords[off + k] if d != 1 else zero for k, d in enumerate(shape)])
+
+
+def _strides(shape: Sequence[int]) -> list[int]:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return out[::-1]
+
+
+def _regroup(b: ir.IRBuilder, coords: list[ir.Value], src: Sequence[int], dst: Sequence[int]
+             ) -> list[ir.Value] | None:
+    """The coordinates in ``dst`` of the element at ``coords`` of ``src`` (same data, reshaped), computed per
+    dimension instead of from the linear offset, when the two shapes refine into common factors (every stride
+    of either divides the next larger stride of both): GroupNorm's ``[C, H, W] <-> [G, C/G * H * W]`` splits
+    only the channel coordinate (``c // (C/G)``, ``c % (C/G)``, outside the pixel loop), where the linear offset
+    divided the flat index of every element.  None when there are no such factors."""
+    total = _numel(src)
+    if total != _numel(dst) or total == 0:
+        return None
+    s_str, d_str = _strides(src), _strides(dst)
+    bounds = sorted({st for st, d in zip(s_str, src) if d != 1} | {st for st, d in zip(d_str, dst) if d != 1}
+                    | {total})
+    if any(hi % lo for lo, hi in itertools.pairwise(bounds)):
+        return None
+    fine: dict[int, ir.Value] = {}           # fine factor (by its stride) -> its coordinate
+    for c, st, d in zip(coords, s_str, src):
+        if d == 1:
+            continue
+        inside = [bd for bd in bounds if st <= bd < st * d]
+        for k, bd in enumerate(inside):
+            v = c if bd == st else b.udiv(c, ir.Constant(I64, bd // st))
+            if k + 1 < len(inside):
+                v = b.urem(v, ir.Constant(I64, inside[k + 1] // bd))
+            fine[bd] = v
+    zero = ir.Constant(I64, 0)
+    out = []
+    for st, d in zip(d_str, dst):
+        if d == 1:
+            out.append(zero)
+            continue
+        acc = None
+        for bd in (bd for bd in bounds if st <= bd < st * d):
+            term = fine[bd] if bd == st else b.mul(fine[bd], ir.Constant(I64, bd // st), flags=("nsw", "nuw"))
+            acc = term if acc is None else b.add(acc, term, flags=("nsw", "nuw"))
+        out.append(acc)
+    return out
 
 
 # -- the index-map ops ---------------------------------------------------------------------------------------

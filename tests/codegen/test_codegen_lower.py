@@ -196,6 +196,24 @@ def test_kernel_matches_reference(lib, case, rng):
     check_case(lib, case, rng)
 
 
+def _group_norm(b, x, gamma):
+    """GroupNorm as exporters write it: Reshape to [N, G, C/G*H*W], normalize per group, Reshape back, scale."""
+    g = b.op("Reshape", x, b.const(np.array([2, 4, 378], np.int64)))
+    d = g - b.op("ReduceMean", g, _axes(b, (2,)), keepdims=1)
+    n = d * b.op("Reciprocal", b.op("Sqrt", b.op("ReduceMean", d * d, _axes(b, (2,)), keepdims=1) + 1e-5))
+    return b.op("Relu", b.op("Reshape", n, b.const(np.array([2, 24, 7, 9], np.int64))) * gamma + 0.5)
+
+
+def test_reshapes_into_common_factors_keep_per_axis_coordinates():
+    """[24, 7, 9] <-> [4, 378] refine into common factors (4, 6, 7, 9): the group coordinate is c // 6 and the
+    in-group offset (c % 6) * 63 + h * 9 + w, never a division of the flat index (378 or 4536 = 24 * 7 * 9)."""
+    from converter_lite.codegen.abi import lower_kernel
+    g = next(c.graph for c in THREADED if c.name == "t_group_norm")
+    divs = [line.strip() for line in str(lower_kernel(g, "k")[0]).splitlines() if "udiv" in line or "urem" in line]
+    assert any(line.endswith(("udiv i64 %\"d1\", 6", "urem i64 %\"d1\", 6")) for line in divs), divs
+    assert not any(line.endswith((", 378", ", 4536", ", 1512")) for line in divs), divs
+
+
 def _pad_flatten(b, x):
     """PoolFormer's pooling: shifted windows of a zero-padded map, ending in GroupNorm's flattening Reshape."""
     xp = b.op("Pad", x, b.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)))
@@ -270,12 +288,15 @@ THREADED = [
         "ReduceL2", x, _axes(b, (1, 2)), keepdims=1))),
     Case("t_grn", make_graph("t_grn", [(F32, (1, 6, 5, 130))], _grn), atol=2e-5),     # 1 + erf cancels
     Case("t_pad_flatten", make_graph("t_pad_flatten", [(F32, (2, 5, 9, 11))], _pad_flatten)),
+    Case("t_group_norm", make_graph("t_group_norm", [(F32, (2, 24, 7, 9)), (F32, (24, 1, 1))], _group_norm),
+         atol=1e-5),
 ] + [Case(f"t_{name}", graph) for name, graph in TRANSPOSED.items()]
 
 
 def test_outer_reductions_split_channels_in_wide_chunks():
     from converter_lite.codegen.reduce import OUTER_ALIGN, ReduceStage
-    (stage,) = [s for s in plan_kernel(THREADED[-len(TRANSPOSED) - 2].graph).stages if isinstance(s, ReduceStage)]
+    g = next(c.graph for c in THREADED if c.name == "t_reduce_channels")
+    (stage,) = [s for s in plan_kernel(g).stages if isinstance(s, ReduceStage)]
     assert stage.part_axis == 3 and stage.part_align == OUTER_ALIGN >= 16
     inner = make_graph("inner", [(F32, (8, 40))], lambda b, x: b.op("ReduceSum", x, _axes(b, (1,)), keepdims=1))
     (stage,) = plan_kernel(inner).stages
