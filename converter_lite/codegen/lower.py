@@ -477,8 +477,8 @@ def _emit_map(em: StageEmitter, st: MapStage, lo: ir.Value, hi: ir.Value) -> Non
         emit_split_nest(em, extents, guards, st.shape, body, lambda n, inside: _inner_hints(st, n, inside))
         return
     last = len(st.shape) - 1
-    gather = _gather_stride(em, st) if p is not None and p < last else 0
-    block = TRANSPOSE_BLOCK_FAR if gather * 4 >= FAR_GATHER_BYTES else TRANSPOSE_BLOCK
+    gather = _gather_bytes(em, st) if p is not None and p < last else 0
+    block = TRANSPOSE_BLOCK_FAR if gather >= FAR_GATHER_BYTES else TRANSPOSE_BLOCK
     if gather and st.shape[last] > block:
         # the innermost loop gathers along a transposed axis: blocks of columns outermost, so the lines one row's
         # gathers touch are still in cache for the next rows (each line serves 16 of them).  Gathers at least
@@ -499,8 +499,8 @@ def _emit_map(em: StageEmitter, st: MapStage, lo: ir.Value, hi: ir.Value) -> Non
         body(coords)
 
 
-def _gather_stride(em: StageEmitter, st: MapStage) -> int:
-    """The largest input stride (elements) along which ``st`` reads its output's last axis through a Transpose
+def _gather_bytes(em: StageEmitter, st: MapStage) -> int:
+    """The largest input stride (bytes) along which ``st`` reads its output's last axis through a Transpose
     (the innermost loop then gathers: one cache line per lane), or 0 when it reads none that way."""
     stack, seen, stride = [v for v, _ in st.items], set(), 0
     while stack:
@@ -513,7 +513,7 @@ def _gather_stride(em: StageEmitter, st: MapStage) -> int:
             src = node.inputs[0].shape
             perm = transpose_perm(node, len(src))
             if perm and perm[-1] != len(perm) - 1:
-                stride = max(stride, _numel(src[perm[-1] + 1:]))
+                stride = max(stride, _numel(src[perm[-1] + 1:]) * storage_type_size(node.inputs[0].dtype))
         stack.extend(i for i in node.inputs if i is not None and (id(i) not in em.plan.value_buf or
                                                                    em.plan.value_buf[id(i)].kind == "output"))
     return stride

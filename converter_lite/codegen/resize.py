@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from .conv_direct import _c, _cdiv, _min
 from .internal import driver_entry
 from .loops import for_range
 from .pool import BODY_TYPE, declare_pool
@@ -35,10 +36,6 @@ CHUNKS_PER_THREAD = 4
 VECTORIZE = {"llvm.loop.vectorize.enable": True}
 FP = F32.as_pointer()
 I64P = I64.as_pointer()
-
-
-def _c(v: int) -> ir.Constant:
-    return ir.Constant(I64, v)
 
 
 def _emit_body(module: ir.Module) -> ir.Function:
@@ -56,9 +53,7 @@ def _emit_body(module: ir.Module) -> ir.Function:
     cols, wcols = b.inttoptr(f["cols"], I32.as_pointer()), b.inttoptr(f["wcols"], FP)
     units = b.mul(f["planes"], oh)
     u0 = b.mul(fn.args[1], rpc)
-    u1 = b.add(u0, rpc)
-    u1 = b.select(b.icmp_signed("<", u1, units), u1, units)
-    with for_range(b, u0, u1, "u") as u:
+    with for_range(b, u0, _min(b, b.add(u0, rpc), units), "u") as u:
         p, oy = b.sdiv(u, oh), b.srem(u, oh)
         two = b.mul(oy, _c(2))
         ia, ib = b.load(b.gep(rows, [two])), b.load(b.gep(rows, [b.add(two, _c(1))]))
@@ -88,9 +83,9 @@ def emit_resize_linear(module: ir.Module) -> ir.Function:
     d = b.bitcast(desc, I64P)
     units = b.mul(b.load(b.gep(d, [_c(_F["planes"])])), b.load(b.gep(d, [_c(_F["oh"])])))
     want = b.mul(nt, _c(CHUNKS_PER_THREAD))
-    rpc = b.sdiv(b.add(units, b.sub(want, _c(1))), want)
+    rpc = _cdiv(b, units, want)
     rpc = b.select(b.icmp_signed("<", rpc, _c(1)), _c(1), rpc)
     b.store(rpc, b.gep(d, [_c(len(FIELDS))]))
-    b.call(pool, [body, b.bitcast(desc, BYTE_PTR_PTR), b.sdiv(b.add(units, b.sub(rpc, _c(1))), rpc), nt])
+    b.call(pool, [body, b.bitcast(desc, BYTE_PTR_PTR), _cdiv(b, units, rpc), nt])
     b.ret_void()
     return fn

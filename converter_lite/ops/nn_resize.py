@@ -166,6 +166,16 @@ def _axis_filter(attrs: dict, xo: np.ndarray, n_in: int, scale) -> tuple[np.ndar
     return np.clip(taps, 0, n_in - 1), w
 
 
+def axis_taps(attrs: dict, n_in: int, n_out: int, scale, start, end
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """One resized axis: the source coordinate of every output index, then its taps and weights
+    (``_axis_filter``).  The reference kernel, the nearest-repeat expander and the native linear Resize all read
+    the geometry through this."""
+    xo = _source_coords(attrs.get("coordinate_transformation_mode", "half_pixel"), n_out, n_in, scale, start, end)
+    idx, w = _axis_filter(attrs, xo, n_in, scale)
+    return xo, idx, w
+
+
 def _infer_resize(node: Node) -> list[TensorType]:
     x = node.inputs[0].type
     consts = [None if v is None else v.const for v in (node.inputs + [None] * 4)[1:4]]
@@ -185,8 +195,7 @@ def resize(attrs, x, roi=None, scales=None, sizes=None):
             continue
         if x.shape[axis] == 0:
             raise KernelError(f"Resize: cannot resize empty axis {axis}")
-        xo = _source_coords(ctm, out[axis], x.shape[axis], scale[axis], start[axis], end[axis])
-        idx, w = _axis_filter(attrs, xo, x.shape[axis], scale[axis])
+        xo, idx, w = axis_taps(attrs, x.shape[axis], out[axis], scale[axis], start[axis], end[axis])
         if w is None:
             y = np.take(y, idx[:, 0], axis=axis)
         else:

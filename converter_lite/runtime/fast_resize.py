@@ -6,7 +6,7 @@ applies to a float32 Resize in ``linear`` mode with constant scales/sizes whose 
 (``[..., h, w] -> [..., oh, ow]``, every other axis kept), without antialias (2 taps per axis) and not
 ``tf_crop_and_resize`` (which extrapolates); rows of at most MAX_WIDTH columns.  The taps and weights of every
 output row and column come from the reference kernel's own geometry (``ops/nn_resize.py``:
-``resize_geometry``, ``_source_coords``, ``_axis_filter``), so each coordinate mode and the clamping at the
+``resize_geometry``, ``axis_taps``), so each coordinate mode and the clamping at the
 borders is the reference's; the driver then blends two input rows and gathers two taps per output column.
 The reference kernel resampled one axis at a time over the whole tensor in float64: DPT's 192 -> 384 head
 upsampling of 128 channels took 78 ms.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops.nn_resize import _axis_filter, _source_coords, resize_geometry
+from ..ops.nn_resize import axis_taps, resize_geometry
 from ..ops.registry import KernelError
 from .conv_direct import _aligned, _call
 from .lowering import Impl, NodeCtx
@@ -29,8 +29,7 @@ MAX_WIDTH = 8192
 
 def _axis(attrs, n_in: int, n_out: int, scale, start, end) -> tuple[np.ndarray, np.ndarray] | None:
     """(taps [n_out, 2] int64, weights [n_out, 2] float32) of one resized axis, or None (not 2 taps)."""
-    xo = _source_coords(attrs.get("coordinate_transformation_mode", "half_pixel"), n_out, n_in, scale, start, end)
-    idx, w = _axis_filter(attrs, xo, n_in, scale)
+    _, idx, w = axis_taps(attrs, n_in, n_out, scale, start, end)
     if w is None or idx.shape != (n_out, 2) or w.shape != (n_out, 2):
         return None
     return idx.astype(np.int64), w.astype(np.float32)

@@ -8,7 +8,7 @@ repeat becomes index arithmetic in the kernel that consumes it (the Add of a ski
 instead of a separate pass over the data.
 
 Which index each output element reads is decided by the reference kernel's own geometry
-(``ops/nn_resize.py``: ``resize_geometry``, ``_source_coords``, ``_axis_filter``), so every attribute
+(``ops/nn_resize.py``: ``resize_geometry``, ``axis_taps``), so every attribute
 combination is covered by one check: the expansion applies when those indices are exactly ``o // s`` on every
 axis, and is declined otherwise (linear/cubic modes, fractional or shrinking scales, roi crops, modes whose
 rounding picks ``o // s + 1`` somewhere, antialias).
@@ -19,7 +19,7 @@ import numpy as np
 
 from ...ir.builder import GraphBuilder
 from ...ir.core import Node
-from ...ops.nn_resize import _axis_filter, _source_coords, resize_geometry
+from ...ops.nn_resize import axis_taps, resize_geometry
 from ...ops.registry import KernelError
 from .emit import const_input, input_value
 from .registry import Declined, expander
@@ -47,8 +47,7 @@ def repeat_factors(node: Node, shape: tuple[int, ...]) -> list[int]:
         if n_in == 0 or n_out % n_in:
             raise Declined(f"axis {axis}: {n_in} -> {n_out} is not a whole repeat")
         s = n_out // n_in
-        xo = _source_coords(ctm, n_out, n_in, scale[axis], start[axis], end[axis])
-        idx, w = _axis_filter(attrs, xo, n_in, scale[axis])
+        _, idx, w = axis_taps(attrs, n_in, n_out, scale[axis], start[axis], end[axis])
         if w is not None or not np.array_equal(idx[:, 0], np.arange(n_out) // s):
             raise Declined(f"axis {axis}: the nearest indices are not o // {s}")
         factors.append(s)
