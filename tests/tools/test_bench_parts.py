@@ -51,7 +51,10 @@ def test_interleave_blocks_start_with_settle_seconds_of_untimed_runs():
     assert len(blocks) == 2
     for ts in blocks:                                # untimed runs spanning >= settle, then the 2 timed ones
         assert len(ts) > 2
-        assert ts[-2] - ts[0] >= 0.01
+        # the settle clock starts just before the first untimed run records its time, so the span seen from
+        # inside the runs can fall short of settle by that call's overhead (CI saw 9.99995 ms): allow 1 ms
+        assert ts[-2] - ts[0] >= 0.01 - 1e-3
+        assert ts[-3] - ts[0] < 0.01 + 0.5                # and the lead-in stops once settle has passed
 
 
 def test_interleave_time_box_keeps_floor():
