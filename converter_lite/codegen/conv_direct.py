@@ -302,11 +302,19 @@ def _tiling(b: ir.IRBuilder, f: _Fields):
     return ocv_max, r, q, nseg, _cdiv(b, oh, r), _cdiv(b, f["nblk"], ocv_max)
 
 
-def _chunking(b: ir.IRBuilder, f: _Fields, nthreads: ir.Value, tiles: ir.Value, units: ir.Value):
-    """(tiles per chunk, chunks per unit): about CHUNKS_PER_THREAD chunks per thread over all units."""
+def _chunking(b: ir.IRBuilder, f: _Fields, nthreads: ir.Value, tiles: ir.Value, units: ir.Value,
+              uneven: ir.Value):
+    """(tiles per chunk, chunks per unit): about CHUNKS_PER_THREAD chunks per thread over all units, balanced:
+    when the units do not share out evenly between the threads (3 super-blocks on 2 threads), or are of unequal
+    work (``uneven``: a last super-block narrower than the others), every unit is cut into ``nthreads`` runs of
+    tiles, so the chunks go round evenly.  Whole units as chunks ran 96x28x28 3x3 (3 super-blocks) in 383 us on
+    2 threads against 516 on 1 (onnxruntime 271 against 517), and 48x56x56 (2 + 1 blocks) in 466 against 591."""
     want = b.mul(nthreads, _c(CHUNKS_PER_THREAD))
     per_unit = _cdiv(b, want, units)
-    per_unit = _min(b, b.select(b.icmp_signed("<", per_unit, _c(1)), _c(1), per_unit), tiles)
+    per_unit = b.select(b.icmp_signed("<", per_unit, _c(1)), _c(1), per_unit)
+    odd = b.icmp_signed("!=", b.srem(b.mul(units, per_unit), nthreads), _c(0))
+    per_unit = b.select(b.or_(odd, uneven), b.mul(per_unit, nthreads), per_unit)
+    per_unit = _min(b, per_unit, tiles)
     tpc = _cdiv(b, tiles, per_unit)
     return tpc, _cdiv(b, tiles, tpc)
 
@@ -485,7 +493,9 @@ def emit_conv_direct(module: ir.Module) -> ir.Function:
         b.store(per, b.gep(d, [_c(len(FIELDS))]))
         b.call(pool, [pad_planes, bufs, _cdiv(b, planes, per), nt])
     units = b.select(rowmode, units, b.mul(units, nsb))
-    tpc, cpu = _chunking(b, f, nt, tiles, units)
+    ocv_max = _tiling(b, f)[0]
+    uneven = b.and_(b.not_(rowmode), b.icmp_signed("!=", b.srem(f["nblk"], ocv_max), _c(0)))
+    tpc, cpu = _chunking(b, f, nt, tiles, units, uneven)
     b.store(tpc, b.gep(d, [_c(len(FIELDS))]))
     b.call(pool, [compute, bufs, b.mul(units, cpu), nt])
     b.ret_void()

@@ -228,3 +228,22 @@ def test_pointwise_splits_small_images_by_channel_blocks(resolver, monkeypatch):
         np.testing.assert_allclose(plan.execute([x], num_threads=nt)[0], want, rtol=1e-4, atol=1e-4)
         (desc,) = [c.conv_desc for c in plan._free[-1].calls(nt) if hasattr(c, "conv_desc")]
         assert len(desc) == DESCS[1] and (desc[n], desc[n + 1]) == (1, per_chunk)
+
+
+@pytest.mark.parametrize("m, halves", [(96, True), (48, True), (128, False)])
+def test_direct_chunks_share_out_evenly(resolver, monkeypatch, m, halves):
+    """Plane mode (more than one super-block of 32 channels): 96 channels are 3 super-blocks and 48 are one of 32
+    and one of 16, which do not share out evenly between 2 threads as whole chunks, so each is cut into two runs
+    of tiles (the word after FIELDS: tiles per chunk); 128 channels are 4 equal super-blocks, one chunk each."""
+    monkeypatch.setattr(conv_direct, "wide_vectors", lambda library: True)
+    rng = np.random.default_rng(5)
+    x, w, b = _arr(rng, 1, 8, 11, 11), _arr(rng, m, 8, 3, 3), _arr(rng, m)
+    g = _graph(x, w, b, {"pads": (1, 1, 1, 1)})
+    want = eval_graph(g, [x])[0]
+    plan = Plan(g, resolver, num_threads=2, adaptive=False)
+    n = len(conv_direct.FIELDS)
+    tiles = 11 * 1                                # 11 rows of one 11-column segment (12 pixels per tile)
+    for nt, per_chunk in ((1, tiles), (2, -(-tiles // 2) if halves else tiles)):
+        np.testing.assert_allclose(plan.execute([x], num_threads=nt)[0], want, rtol=1e-4, atol=1e-4)
+        (desc,) = [c.conv_desc for c in plan._free[-1].calls(nt) if hasattr(c, "conv_desc")]
+        assert (desc[n], desc[n + 1]) == (per_chunk, 0)                  # tiles per chunk, plane mode
