@@ -14,18 +14,16 @@ vector registers (``ocv`` blocks of 16 channels, ``rows x cols`` output pixels o
 ``koff[k]`` is the input offset of tap ``k`` (``c*hp*wp + ky*dh*wp + kx*dw``, precomputed by the runtime), so
 dilation is free and each tile row needs one base pointer (pixels ``q*sw`` apart, ``sw`` a constant of the
 microkernel: 1, 2 or 4 -- ``STRIDES``; 4 for the 4x4 patch embeddings of ConvNeXt and Swin).  A padded
-convolution reads a zero-bordered copy ``xp`` of its input: in row mode (below) each pool chunk first copies the
-rows its own tiles read (all channels of its group), so the thread that reads a row is the one that wrote it
-(plane mode: a padding phase split by planes first).  The accumulators start at the bias.  The epilogue
+convolution reads a zero-bordered copy ``xp`` of its input: each pool chunk first copies the rows its own tiles
+read (all channels of the image), so the thread that reads a row is the one that wrote it.  The accumulators start at the bias.  The epilogue
 transposes each ``16 x cols`` block in registers (shuffles), then per output channel adds the residual (if any),
 clamps (Relu/Clip, NaN stays NaN) and stores ``cols`` contiguous outputs (NCHW) with a masked store.
 
 Tiles: an output image is cut into row groups of ``R`` rows and column segments of ``Q`` (balanced) columns
 with ``R * Q <= PMAX``; with ``wide`` (AVX-512: 32 vector registers) ``PMAX = 12`` and two channel blocks per
-tile, else (16 registers) ``PMAX = 6`` and one block.  Chunks of the pool are runs of tiles of one (image,
-group), about ``CHUNKS_PER_THREAD`` per thread, each computing them for every channel super-block in turn (row
-mode); when there are too few tiles for that, runs of tiles of one (image, group, super-block) after a
-padding phase split by planes (plane mode).
+tile, else (16 registers) ``PMAX = 6`` and one block.  Chunks of the pool are runs of tiles (rows) of one
+image, about ``CHUNKS_PER_THREAD`` per thread, each computing them for every group and channel super-block in
+turn: every thread computes the same rows of every convolution (see ``emit_conv_direct``).
 
 Record (i64 fields, ``FIELDS``; addresses as integers): ``n c h w`` input, ``m group`` output channels and
 groups, ``oh ow sh`` output size and row stride, ``sw`` column stride (``STRIDES``), ``pt pl`` top/left padding,
@@ -57,6 +55,7 @@ TILES = {True: (2, 12, 4), False: (1, 6, 4)}     # wide -> (channel blocks per t
 # when the host makes cross-core traffic expensive (it flips between the two states within minutes):
 # 2 -> 151, 1 -> 108 (ORT ~85).  resnet_mini (quiet): 4 -> 603, 2 -> 594, 1 -> 593
 CHUNKS_PER_THREAD = 1
+ROWS_MIN_PIXELS = 512             # output images at least this large are split by rows (emit_conv_direct)
 PF_AHEAD = 64                      # taps the microkernels prefetch their weights ahead (internal.prefetch)
 FLAG_CLAMP, FLAG_RESIDUAL = 1, 2          # the microkernels' epilogue flags
 
@@ -302,21 +301,14 @@ def _tiling(b: ir.IRBuilder, f: _Fields):
     return ocv_max, r, q, nseg, _cdiv(b, oh, r), _cdiv(b, f["nblk"], ocv_max)
 
 
-def _chunking(b: ir.IRBuilder, f: _Fields, nthreads: ir.Value, tiles: ir.Value, units: ir.Value,
-              uneven: ir.Value):
-    """(tiles per chunk, chunks per unit): about CHUNKS_PER_THREAD chunks per thread over all units, balanced:
-    when the units do not share out evenly between the threads (3 super-blocks on 2 threads), or are of unequal
-    work (``uneven``: a last super-block narrower than the others), every unit is cut into ``nthreads`` runs of
-    tiles, so the chunks go round evenly.  Whole units as chunks ran 96x28x28 3x3 (3 super-blocks) in 383 us on
-    2 threads against 516 on 1 (onnxruntime 271 against 517), and 48x56x56 (2 + 1 blocks) in 466 against 591."""
+def _parts(b: ir.IRBuilder, nthreads: ir.Value, images: ir.Value) -> ir.Value:
+    """Chunks per image: about CHUNKS_PER_THREAD per thread over all images, and a multiple of the thread count
+    when the images do not share out evenly (3 images on 2 threads: each cut in two)."""
     want = b.mul(nthreads, _c(CHUNKS_PER_THREAD))
-    per_unit = _cdiv(b, want, units)
-    per_unit = b.select(b.icmp_signed("<", per_unit, _c(1)), _c(1), per_unit)
-    odd = b.icmp_signed("!=", b.srem(b.mul(units, per_unit), nthreads), _c(0))
-    per_unit = b.select(b.or_(odd, uneven), b.mul(per_unit, nthreads), per_unit)
-    per_unit = _min(b, per_unit, tiles)
-    tpc = _cdiv(b, tiles, per_unit)
-    return tpc, _cdiv(b, tiles, tpc)
+    per = _cdiv(b, want, images)
+    per = b.select(b.icmp_signed("<", per, _c(1)), _c(1), per)
+    odd = b.icmp_signed("!=", b.srem(b.mul(images, per), nthreads), _c(0))
+    return b.select(odd, b.mul(per, nthreads), per)
 
 
 def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
@@ -327,19 +319,20 @@ def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
     chunk = fn.args[1]
     ocv_max, rr, qq, nseg, nrow, nsb = _tiling(b, f)
     tiles = b.mul(nrow, nseg)
-    tpc = b.load(b.gep(b.bitcast(fn.args[0], I64P), [_c(len(FIELDS))]))      # written by the entry point
-    cpu = _cdiv(b, tiles, tpc)
-    rowmode = b.icmp_signed("!=", b.load(b.gep(b.bitcast(fn.args[0], I64P), [_c(len(FIELDS) + 1)])), _c(0))
-    ci, unit = b.srem(chunk, cpu), b.sdiv(chunk, cpu)
-    img = b.select(rowmode, unit, b.sdiv(unit, nsb))
-    sb0 = b.select(rowmode, _c(0), b.srem(unit, nsb))
-    sb1 = b.select(rowmode, nsb, b.add(sb0, _c(1)))
-    g, n = b.srem(img, f["group"]), b.sdiv(img, f["group"])
+    words = b.bitcast(fn.args[0], I64P)
+    tpc = b.load(b.gep(words, [_c(len(FIELDS))]))            # tiles per chunk, written by the entry point
+    upc = b.load(b.gep(words, [_c(len(FIELDS) + 1)]))        # channel units (group, super-block) per chunk
+    units = b.mul(f["group"], nsb)
+    rparts, cparts = _cdiv(b, tiles, tpc), _cdiv(b, units, upc)
+    cpu = b.mul(rparts, cparts)
+    n, rem = b.sdiv(chunk, cpu), b.srem(chunk, cpu)
+    ci, cj = b.sdiv(rem, cparts), b.srem(rem, cparts)
+    u0 = b.mul(cj, upc)
+    u1 = _min(b, b.add(u0, upc), units)
     cg, mg = b.sdiv(f["c"], f["group"]), b.sdiv(f["m"], f["group"])
     hp, wp, oh, ow, kk = f["hp"], f["wp"], f["oh"], f["ow"], f["k"]
     padded = b.icmp_signed("!=", f["pad"], _c(0))
     src = b.select(padded, f.ptr("xp"), f.ptr("x"))
-    xbase = b.gep(src, [b.mul(b.add(b.mul(n, f["c"]), b.mul(g, cg)), b.mul(hp, wp))])
     wstride = b.mul(kk, _c(VL))
     plane = b.mul(oh, ow)
     resi = f["residual"]
@@ -358,7 +351,7 @@ def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
     _, rmax, pmax = TILES_MAX
     t0 = b.mul(ci, tpc)
     t1 = _min(b, b.add(t0, tpc), tiles)
-    with b.if_then(b.and_(b.and_(padded, rowmode), b.icmp_signed("<", t0, t1))):
+    with b.if_then(b.and_(padded, b.icmp_signed("<", t0, t1))):
         # the padded input rows this chunk's tiles read, padded here, by the thread that reads them (a separate
         # pool phase split by channels made every compute chunk fetch half its input from the other core's
         # cache: resnet_mini's 32x40x40 3x3 took 104 us on 2 threads, 75 without the padding); neighbouring
@@ -368,11 +361,14 @@ def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
         span = b.sub(hp, b.mul(b.sub(oh, _c(1)), sh))          # padded rows one output row reads
         r0 = b.mul(ya, sh)
         r1 = _min(b, b.add(b.mul(b.sub(yb, _c(1)), sh), span), hp)
-        p0 = b.add(b.mul(n, f["c"]), b.mul(g, cg))
-        b.call(pad_rows, [b.bitcast(fn.args[0], BYTE_PTR), p0, b.add(p0, cg), r0, r1])
-    # row mode: every channel super-block of these rows here, one after the other (its weights stay in cache
-    # over the tiles; the rows stay in cache over the super-blocks), so the rows are padded once
-    with for_range(b, sb0, sb1, "sb") as sb:
+        p0 = b.add(b.mul(n, f["c"]), b.mul(b.sdiv(u0, nsb), cg))                # the planes of its groups
+        p1 = b.add(b.mul(n, f["c"]), b.mul(b.add(b.sdiv(b.sub(u1, _c(1)), nsb), _c(1)), cg))
+        b.call(pad_rows, [b.bitcast(fn.args[0], BYTE_PTR), p0, p1, r0, r1])
+    # each channel unit (group, super-block) of the chunk's in turn over its rows (a super-block's weights stay
+    # in cache over the tiles; the rows stay in cache over the super-blocks), so the rows are padded once
+    with for_range(b, u0, u1, "u") as u:
+        g, sb = b.sdiv(u, nsb), b.srem(u, nsb)
+        xbase = b.gep(src, [b.mul(b.add(b.mul(n, f["c"]), b.mul(g, cg)), b.mul(hp, wp))])
         blk = b.add(b.mul(g, f["nblk"]), b.mul(sb, ocv_max))
         wptr = b.gep(f.ptr("wpk"), [b.mul(blk, wstride)])
         bptr = b.gep(f.ptr("bpk"), [b.mul(blk, _c(VL))])
@@ -448,30 +444,14 @@ def _emit_pad(module: ir.Module) -> ir.Function:
     return fn
 
 
-def _emit_pad_planes(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
-    """Pool body of the plane mode's padding phase: chunk c pads every row of planes [c*per, (c+1)*per)
-    (``per`` in the record's first extra word)."""
-    fn = ir.Function(module, BODY_TYPE, f"{DIRECT_SYMBOL}.pad_planes")
-    fn.linkage = "internal"
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    f = _Fields(b, fn.args[0])
-    per = b.load(b.gep(b.bitcast(fn.args[0], I64P), [_c(len(FIELDS))]))
-    p0 = b.mul(fn.args[1], per)
-    b.call(pad_rows, [b.bitcast(fn.args[0], BYTE_PTR), p0, _min(b, b.add(p0, per), b.mul(f["n"], f["c"])), _c(0),
-                      f["hp"]])
-    b.ret_void()
-    return fn
-
-
 def emit_conv_direct(module: ir.Module) -> ir.Function:
     """Defines ``cl_conv2d_direct_v2_f32(i8* desc, i64 nthreads)`` (see the module doc) in ``module``.  The
-    record has two i64 words after ``FIELDS`` that the entry point writes for its bodies (tiles per chunk, or
-    planes per chunk of the padding phase; row mode)."""
+    record has two i64 words after ``FIELDS`` that the entry point writes for its bodies (tiles per chunk, and
+    1: the row mode that used to be one of two)."""
     for sw in STRIDES:
         _table(module, sw)
     pad_rows = _emit_pad(module)
     compute = _emit_compute(module, pad_rows)
-    pad_planes = _emit_pad_planes(module, pad_rows)
     pool = declare_pool(module)
     fn, b, desc, nt = driver_entry(module, DIRECT_SYMBOL)
     f = _Fields(b, desc)
@@ -479,24 +459,35 @@ def emit_conv_direct(module: ir.Module) -> ir.Function:
     bufs = b.bitcast(desc, BYTE_PTR_PTR)
     _, _, _, nseg, nrow, nsb = _tiling(b, f)
     tiles = b.mul(nrow, nseg)
-    # row mode with one super-block (at most 32 output channels per group): chunks of rows, each padding its
-    # own rows; else plane mode: a padding phase split by planes, then chunks of (rows, one super-block).
-    # Measured on resnet_mini, 2 threads, each conv alone: row mode 32x40x40 3x3 103 -> 87 us, the 7x7 stem
-    # 170 -> 156; with 2-4 super-blocks it was slower (64x20x20: 88 -> 103; 128x10x10: 77 -> 118: few tiles
-    # to share, and neighbouring chunks pad the same halo rows)
-    units = b.mul(f["n"], f["group"])
-    rowmode = b.icmp_signed("==", nsb, _c(1))
-    b.store(b.zext(rowmode, I64), b.gep(d, [_c(len(FIELDS) + 1)]))
-    with b.if_then(b.and_(b.icmp_signed("!=", f["pad"], _c(0)), b.not_(rowmode))):
-        planes = b.mul(f["n"], f["c"])
-        per = _cdiv(b, planes, b.mul(nt, _c(2)))
-        b.store(per, b.gep(d, [_c(len(FIELDS))]))
-        b.call(pool, [pad_planes, bufs, _cdiv(b, planes, per), nt])
-    units = b.select(rowmode, units, b.mul(units, nsb))
+    # chunks of rows of one image, each computing every group and channel super-block of its rows, so every
+    # thread computes the same rows of every convolution and finds most of its input in its own cache.  Chunks
+    # of (rows, one super-block) or of whole groups (the former plane mode) split by channels instead: the next
+    # convolution read half its input from the other core.  When the host makes cross-core traffic slow (a
+    # cache line's round trip 240-600 ns instead of 80), timm's repvgg_a0 on 2 threads took 8.84 ms against
+    # 7.05 in rows (onnxruntime 6.62); on a quiet host 7.02 against 6.97.  Single convolutions: 128x10x10 3x3
+    # 63.5 -> 62.8 us, 256x14x14 475 -> 454
+    parts = _parts(b, nt, f["n"])
+    units = b.mul(f["group"], nsb)
+    # rows on large images, channel units (group, super-block) on small ones, unless that choice shares out much
+    # worse than the other (7 rows of a 7x7 image on 2 threads: 4 + 3, where 24 super-blocks go 12 + 12; work of
+    # the largest chunk in 16-channel blocks x tiles, "much": by more than 10%).  Rows keep a thread's reads in
+    # its own cache (it wrote those rows of the previous convolution), but at every plane the two threads write
+    # the same cache line (where one's rows end and the other's begin) and pad the same halo rows, which costs
+    # when the host makes cross-core traffic slow (a line's round trip 240-600 ns instead of 80): then timm's
+    # regnety_008 group convolution 320 x 14 x 14 took 143 us in rows, 60 in channel halves (53 and 61 quiet),
+    # while repvgg_a0 (96 x 28 x 28, 48 x 56 x 56) ran 8.84 -> 7.05 ms from channel units to rows
     ocv_max = _tiling(b, f)[0]
-    uneven = b.and_(b.not_(rowmode), b.icmp_signed("!=", b.srem(f["nblk"], ocv_max), _c(0)))
-    tpc, cpu = _chunking(b, f, nt, tiles, units, uneven)
+    rows_work = b.mul(_cdiv(b, tiles, parts), b.mul(f["group"], f["nblk"]))
+    unit_work = b.mul(b.mul(_cdiv(b, units, parts), _min(b, ocv_max, f["nblk"])), tiles)
+    rows_fair = b.icmp_signed("<=", b.mul(rows_work, _c(100)), b.mul(unit_work, _c(110)))
+    units_fair = b.icmp_signed("<=", b.mul(unit_work, _c(100)), b.mul(rows_work, _c(110)))
+    large = b.icmp_signed(">=", b.mul(f["oh"], f["ow"]), _c(ROWS_MIN_PIXELS))
+    rows = b.select(large, rows_fair, b.not_(units_fair))
+    tpc = b.select(rows, _cdiv(b, tiles, _min(b, parts, tiles)), tiles)
+    upc = b.select(rows, units, _cdiv(b, units, _min(b, parts, units)))
     b.store(tpc, b.gep(d, [_c(len(FIELDS))]))
-    b.call(pool, [compute, bufs, b.mul(units, cpu), nt])
+    b.store(upc, b.gep(d, [_c(len(FIELDS) + 1)]))
+    chunks = b.mul(f["n"], b.mul(_cdiv(b, tiles, tpc), _cdiv(b, units, upc)))
+    b.call(pool, [compute, bufs, chunks, nt])
     b.ret_void()
     return fn

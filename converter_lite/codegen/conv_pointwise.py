@@ -16,12 +16,12 @@ straight into the NCHW output: no transposes, unlike the channel-vectorised dire
 whose epilogue dominates when a 1x1 convolution has few input channels.  A block of pixels stays in L1 while
 every output-channel block reads it.  The last pixel block of a plane uses the masked microkernel.
 ``wide`` (AVX-512: 32 registers) selects ``NV = 4`` (64 pixels), else 1.  Chunks of the pool are runs of
-pixel blocks (and of channel blocks, on small images) of one (image, group), about ``CHUNKS_PER_THREAD`` per
-thread.
+pixels (multiples of 16; and of channel blocks, on small images) of one (image, group), about
+``CHUNKS_PER_THREAD`` per thread.
 
 Record (i64 fields, ``FIELDS``): ``n c m group p`` (p = H*W), ``x y wpk bpk`` addresses (bpk: ``[g][nmb*MR]``
 floats, zeros when there is no bias), ``nmb`` channel blocks per group, ``residual`` (0 or an address),
-``clamp lo hi`` (float64 bit patterns), ``wide``; then two words the entry point writes (pixel blocks and output
+``clamp lo hi`` (float64 bit patterns), ``wide``; then two words the entry point writes (pixels and output
 channel blocks per chunk: an image with fewer pixel blocks than the chunks wanted is split by channel blocks too).
 """
 from __future__ import annotations
@@ -154,12 +154,11 @@ def _emit_body(module: ir.Module, table: ir.GlobalVariable) -> ir.Function:
     wide = b.icmp_signed("!=", f["wide"], _c(0))
     pix = b.select(wide, _c(NV[True] * VL), _c(NV[False] * VL))
     pp, group = f["p"], f["group"]
-    npb = _cdiv(b, pp, pix)
-    bpc = b.load(b.gep(d, [_c(len(FIELDS))]))                          # pixel blocks per chunk
+    ppc = b.load(b.gep(d, [_c(len(FIELDS))]))                          # pixels per chunk
     mpc = b.load(b.gep(d, [_c(len(FIELDS) + 1)]))                      # channel blocks per chunk
     nmb = f["nmb"]
     cpm = _cdiv(b, nmb, mpc)
-    cpu = b.mul(_cdiv(b, npb, bpc), cpm)
+    cpu = b.mul(_cdiv(b, pp, ppc), cpm)
     chunk = fn.args[1]
     rem, unit = b.srem(chunk, cpu), b.sdiv(chunk, cpu)
     ci, mj = b.sdiv(rem, cpm), b.srem(rem, cpm)
@@ -178,10 +177,11 @@ def _emit_body(module: ir.Module, table: ir.GlobalVariable) -> ir.Function:
     hi = b.fptrunc(b.bitcast(f["hi"], F64), F32)
     tab = b.bitcast(table, MK_TYPE.as_pointer().as_pointer())
     base = b.select(wide, _c(2 * MR), _c(0))
-    b0 = b.mul(ci, bpc)
-    with for_range(b, b0, _min(b, b.add(b0, bpc), npb), "pb") as pb:
-        p0 = b.mul(pb, pix)
-        npix = _min(b, pix, b.sub(pp, p0))
+    start = b.mul(ci, ppc)
+    end = _min(b, b.add(start, ppc), pp)
+    with for_range(b, 0, _cdiv(b, b.sub(end, start), pix), "pb") as pb:
+        p0 = b.add(start, b.mul(pb, pix))
+        npix = _min(b, pix, b.sub(end, p0))
         masked = b.icmp_signed("<", npix, pix)
         xin = b.gep(xg, [p0])
         with for_range(b, b.mul(mj, mpc), _min(b, b.mul(b.add(mj, _c(1)), mpc), nmb), "mb") as mb:
@@ -213,10 +213,14 @@ def emit_conv_pointwise(module: ir.Module) -> ir.Function:
     pparts = _min(b, per_unit, npb)
     nmb = _field(b, d, "nmb")
     mparts = _min(b, _cdiv(b, per_unit, pparts), nmb)
-    bpc, mpc = _cdiv(b, npb, pparts), _cdiv(b, nmb, mparts)
-    b.store(bpc, b.gep(d, [_c(len(FIELDS))]))
+    # a chunk's pixels are a multiple of VL, not of the block: 784 pixels in 64-pixel blocks split 448/336,
+    # in 16-pixel vectors 400/384 (the chunk's last block is masked). 96 -> 96 1x1 at 28x28, 2 threads: 43 us
+    pp = _field(b, d, "p")
+    ppc = b.mul(_cdiv(b, _cdiv(b, pp, pparts), _c(VL)), _c(VL))
+    mpc = _cdiv(b, nmb, mparts)
+    b.store(ppc, b.gep(d, [_c(len(FIELDS))]))
     b.store(mpc, b.gep(d, [_c(len(FIELDS) + 1)]))
-    chunks = b.mul(units, b.mul(_cdiv(b, npb, bpc), _cdiv(b, nmb, mpc)))
+    chunks = b.mul(units, b.mul(_cdiv(b, pp, ppc), _cdiv(b, nmb, mpc)))
     b.call(pool, [body, b.bitcast(desc, BYTE_PTR_PTR), chunks, nt])
     b.ret_void()
     return fn

@@ -215,7 +215,7 @@ def test_every_epilogue_combination_against_onnxruntime(tmp_path):
 
 def test_pointwise_splits_small_images_by_channel_blocks(resolver, monkeypatch):
     """49 pixels are one pixel block: with 2 or 3 threads the driver splits the 17 channel blocks instead (the
-    words after FIELDS: pixel blocks, channel blocks per chunk), else one thread did the whole convolution."""
+    words after FIELDS: pixels, channel blocks per chunk), else one thread did the whole convolution."""
     monkeypatch.setattr(conv_direct, "pointwise_pays", lambda geo, wide: True)
     monkeypatch.setattr(conv_direct, "wide_vectors", lambda library: True)            # 64-pixel blocks
     rng = np.random.default_rng(3)
@@ -227,23 +227,61 @@ def test_pointwise_splits_small_images_by_channel_blocks(resolver, monkeypatch):
     for nt, per_chunk in ((1, 17), (2, 9), (3, 6)):
         np.testing.assert_allclose(plan.execute([x], num_threads=nt)[0], want, rtol=1e-4, atol=1e-4)
         (desc,) = [c.conv_desc for c in plan._free[-1].calls(nt) if hasattr(c, "conv_desc")]
-        assert len(desc) == DESCS[1] and (desc[n], desc[n + 1]) == (1, per_chunk)
+        assert len(desc) == DESCS[1] and (desc[n], desc[n + 1]) == (64, per_chunk)     # pixels, channel blocks
 
 
-@pytest.mark.parametrize("m, halves", [(96, True), (48, True), (128, False)])
-def test_direct_chunks_share_out_evenly(resolver, monkeypatch, m, halves):
-    """Plane mode (more than one super-block of 32 channels): 96 channels are 3 super-blocks and 48 are one of 32
-    and one of 16, which do not share out evenly between 2 threads as whole chunks, so each is cut into two runs
-    of tiles (the word after FIELDS: tiles per chunk); 128 channels are 4 equal super-blocks, one chunk each."""
+@pytest.mark.parametrize("m, group, units", [(96, 1, 3), (48, 1, 2), (128, 1, 4), (64, 4, 4), (12, 3, 3)])
+def test_direct_chunks_are_rows_of_every_channel(resolver, monkeypatch, m, group, units):
+    """On a large image (24 x 24: at least ROWS_MIN_PIXELS) each chunk computes a run of rows for every group
+    and channel super-block (96 channels: 3 super-blocks, 48: one of 32 and one of 16, 4 groups of 16), so both
+    threads compute the same rows of every convolution (the words after FIELDS: tiles per chunk, channel units
+    per chunk)."""
     monkeypatch.setattr(conv_direct, "wide_vectors", lambda library: True)
     rng = np.random.default_rng(5)
-    x, w, b = _arr(rng, 1, 8, 11, 11), _arr(rng, m, 8, 3, 3), _arr(rng, m)
-    g = _graph(x, w, b, {"pads": (1, 1, 1, 1)})
+    x, w, b = _arr(rng, 1, 8 * group, 24, 24), _arr(rng, m, 8, 3, 3), _arr(rng, m)
+    g = _graph(x, w, b, {"pads": (1, 1, 1, 1), "group": group})
     want = eval_graph(g, [x])[0]
     plan = Plan(g, resolver, num_threads=2, adaptive=False)
     n = len(conv_direct.FIELDS)
-    tiles = 11 * 1                                # 11 rows of one 11-column segment (12 pixels per tile)
-    for nt, per_chunk in ((1, tiles), (2, -(-tiles // 2) if halves else tiles)):
+    assert 24 * 24 >= codegen_direct.ROWS_MIN_PIXELS
+    tiles = 24 * 2                                # 24 rows of two 12-column segments (12 pixels per tile)
+    for nt in (1, 2):
         np.testing.assert_allclose(plan.execute([x], num_threads=nt)[0], want, rtol=1e-4, atol=1e-4)
         (desc,) = [c.conv_desc for c in plan._free[-1].calls(nt) if hasattr(c, "conv_desc")]
-        assert (desc[n], desc[n + 1]) == (per_chunk, 0)                  # tiles per chunk, plane mode
+        assert (desc[n], desc[n + 1]) == (tiles // nt, units)
+
+
+@pytest.mark.parametrize("hw, m, group, per_chunk", [((7, 7), 768, 1, (7, 12)), ((7, 7), 96, 6, (7, 3)),
+                                                     ((3, 3), 96, 1, (1, 2)), ((14, 14), 768, 1, (28, 12)),
+                                                     ((11, 11), 96, 1, (6, 3)), ((30, 30), 768, 1, (45, 24))])
+def test_direct_chunks_of_small_images_split_channels(resolver, monkeypatch, hw, m, group, per_chunk):
+    """Small images are split by channel units (768 channels: 24 super-blocks, 12 each; 6 groups of 16: 3 each;
+    a 3x3 image is one tile) unless those share out much worse than rows (3 super-blocks of 96 channels on an
+    11 x 11 image: 6 + 5 rows); a 30 x 30 image is split by rows (tiles per chunk, channel units per chunk)."""
+    monkeypatch.setattr(conv_direct, "wide_vectors", lambda library: True)
+    rng = np.random.default_rng(6)
+    x, w = _arr(rng, 1, 4 * group, *hw), _arr(rng, m, 4, 3, 3)
+    g = _graph(x, w, None, {"pads": (1, 1, 1, 1), "group": group})
+    want = eval_graph(g, [x])[0]
+    plan = Plan(g, resolver, num_threads=2, adaptive=False)
+    n = len(conv_direct.FIELDS)
+    np.testing.assert_allclose(plan.execute([x], num_threads=2)[0], want, rtol=1e-4, atol=1e-4)
+    (desc,) = [c.conv_desc for c in plan._free[-1].calls(2) if hasattr(c, "conv_desc")]
+    assert (desc[n], desc[n + 1]) == per_chunk
+
+
+def test_pointwise_chunks_split_pixels_in_vectors(resolver, monkeypatch):
+    """784 pixels on 2 threads: 400 + 384 (a chunk is a multiple of 16 pixels, its last block masked), not
+    448 + 336 in whole 64-pixel blocks."""
+    monkeypatch.setattr(conv_direct, "pointwise_pays", lambda geo, wide: True)
+    monkeypatch.setattr(conv_direct, "wide_vectors", lambda library: True)
+    rng = np.random.default_rng(4)
+    x, w = _arr(rng, 1, 24, 28, 28), _arr(rng, 30, 24, 1, 1)
+    g = _graph(x, w, None, {})
+    want = eval_graph(g, [x])[0]
+    plan = Plan(g, resolver, num_threads=3, adaptive=False)
+    n = len(conv_direct.PointwiseConv.FIELDS)
+    for nt, ppc in ((1, 784), (2, 400), (3, 272)):
+        np.testing.assert_allclose(plan.execute([x], num_threads=nt)[0], want, rtol=1e-4, atol=1e-4)
+        (desc,) = [c.conv_desc for c in plan._free[-1].calls(nt) if hasattr(c, "conv_desc")]
+        assert (desc[n], desc[n + 1]) == (ppc, 5)                       # pixels, channel blocks per chunk
