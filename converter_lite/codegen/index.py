@@ -264,6 +264,9 @@ def _tile(em, node: Node, v: Value, idx: Index) -> ir.Value:
     return em.value_at(src, Index(b, src.shape, coords))
 
 
+SELECT_PIECES = 4          # concatenations of at most this many buffered pieces are read branch-free
+
+
 def _pieces_along(em, pieces: list[tuple[Value, int]], axis: int, idx: Index, out_ty: ir.Type) -> ir.Value:
     """The element at ``idx`` of the concatenation of ``pieces`` = [(value, offset)] along ``axis``."""
     b = idx.b
@@ -272,6 +275,8 @@ def _pieces_along(em, pieces: list[tuple[Value, int]], axis: int, idx: Index, ou
     pieces = [(p, off) for p, off in pieces if p.shape[axis] > 0]
     if not pieces:                          # empty output: never evaluated
         return ir.Constant(out_ty, None)
+    if 1 < len(pieces) <= SELECT_PIECES and all(em.buffered(p) for p, _ in pieces):
+        return _pieces_selected(em, pieces, axis, coords, b)
     merge = b.append_basic_block("cat.end")
     incoming = []
     for k, (p, off) in enumerate(pieces):
@@ -296,6 +301,29 @@ def _pieces_along(em, pieces: list[tuple[Value, int]], axis: int, idx: Index, ou
     for val, bb in incoming:
         phi.add_incoming(val, bb)
     return phi
+
+
+def _pieces_selected(em, pieces: list[tuple[Value, int]], axis: int, coords: list, b: ir.IRBuilder) -> ir.Value:
+    """Branch-free form of ``_pieces_along`` for pieces read from buffers: every piece is loaded at the
+    coordinate clamped into its range (so every load is in bounds) and selects pick the one that holds it.  A
+    branch per element kept LLVM from vectorizing the loop: MixNet's Concat of two depthwise outputs -> BatchNorm
+    -> SiLU -> the SE block's mean over H, W (240 x 28 x 28) took 637 us, 61 without the Concat (onnxruntime
+    68 with it)."""
+    c = coords[axis]
+    val = None
+    for k, (p, off) in enumerate(pieces):
+        n = p.shape[axis]
+        local = list(coords)
+        lc = b.sub(c, ir.Constant(I64, off)) if off else c
+        if off:
+            lc = b.select(b.icmp_signed("<", lc, ir.Constant(I64, 0)), ir.Constant(I64, 0), lc)
+        if k < len(pieces) - 1:
+            lc = b.select(b.icmp_signed(">", lc, ir.Constant(I64, n - 1)), ir.Constant(I64, n - 1), lc)
+        local[axis] = lc
+        with em.memo_scope():
+            here = em.value_at(p, Index(b, p.shape, local))
+        val = here if val is None else b.select(b.icmp_signed("<", c, ir.Constant(I64, off)), val, here)
+    return val
 
 
 @index_map("Concat")

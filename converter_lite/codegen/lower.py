@@ -299,6 +299,10 @@ class StageEmitter:
                 return level[key]
         return None
 
+    def buffered(self, v: Value) -> bool:
+        """Whether ``v`` is read from a buffer (a kernel input or output, or stored by an earlier stage)."""
+        return id(v) in self.cached or id(v) in self.plan.value_buf
+
     def value_at(self, v: Value, idx: Index) -> ir.Value:
         """The scalar of ``v`` at ``idx`` (compute type), emitted once per index in the current scope."""
         key = (id(v), idx.key())

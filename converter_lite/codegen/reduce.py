@@ -24,7 +24,7 @@ from llvmlite import ir
 
 from ..ir.core import Node
 from ..ir.dtype import DType
-from .index import Index
+from .index import INDEX_MAPS, Index
 from .loops import access_hints, loop_nest
 from .types import F32, I32, I64, compute_type, constant, is_unsigned
 
@@ -245,6 +245,7 @@ def emit_reduce(em, st: ReduceStage, lo: ir.Value, hi: ir.Value) -> None:
         nan_slot = em.alloca_entry(I32) if fast_ext else None
         kept = st.kept
         merged = _merged_trailing(st)
+        block_view = merged and _block_view(em, st)
         with loop_nest(b, [extent(d) for d in kept], "k") as kc:
             b.store(identity(red, adt), slot)
             if fast_ext:
@@ -252,7 +253,10 @@ def emit_reduce(em, st: ReduceStage, lo: ir.Value, hi: ir.Value) -> None:
             inner = [(0, count)] if merged else [extent(d) for d in st.axes]
             hints = _reduce_hints(count if merged else (shape[st.axes[-1]] if st.axes else 1), count)
             with loop_nest(b, inner, "r", hints) as rc, em.memo_scope():
-                if merged:                 # one loop over the trailing block: linear offsets, unit stride
+                if merged and block_view:  # the block as one row: the kept coordinates stay exact
+                    at = Index(b, shape, list(kc) + [zero] * (len(st.axes) - 1) + [rc[0]])
+                    x = _pre(em, red, em.value_at(src, at), dtype)
+                elif merged:               # one loop over the trailing block: linear offsets, unit stride
                     base = zero
                     for d, c in zip(kept, kc):
                         base = b.add(b.mul(base, ir.Constant(I64, shape[d])), c)
@@ -303,6 +307,40 @@ def _merged_trailing(st: ReduceStage) -> bool:
     rank = len(shape)
     return (len(axes) >= 2 and axes == tuple(range(rank - len(axes), rank))
             and all(tuple(v.shape) == tuple(shape) for v, _ in st.spill))
+
+
+def _block_view(em, st: ReduceStage) -> bool:
+    """For a merged trailing block (``_merged_trailing``) whose values read through a Concat along a kept axis:
+    whether the block may be indexed as one row (coordinates ``(kept..., 0, ..., r)``), which keeps the kept
+    coordinates exact and every load's offset linear in ``r``.  Holds when, below the reduction, every value
+    either spans the whole block or none of it (broadcast over it) and the only index maps are such Concats
+    (whose pieces span the block).  From the linear offset, the Concat's coordinate came from divisions of
+    every element's offset, and LLVM did not vectorize: MixNet's Concat -> BatchNorm -> SiLU -> the SE block's
+    mean over H, W (240 x 28 x 28) took 637 us, 57 without the Concat."""
+    shape = tuple(st.in_shape)
+    rank, lead = len(shape), len(shape) - len(st.axes)
+    block = shape[lead:]
+    stack = [st.node.inputs[0]] + [v for v, _ in st.spill]
+    seen, concat = set(), False
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        full = (1,) * (rank - len(v.shape)) + tuple(v.shape)
+        if len(full) != rank or (full[lead:] != block and any(d != 1 for d in full[lead:])):
+            return False
+        node = v.producer
+        if em.buffered(v) or v.const is not None or node is None:
+            continue
+        if node.op == "Concat":
+            if len(v.shape) != rank or int(node.attrs.get("axis", 0)) % rank >= lead:
+                return False
+            concat = True
+        elif node.op in INDEX_MAPS:
+            return False
+        stack.extend(i for i in node.inputs if i is not None)
+    return concat
 
 
 def _reduce_hints(extent: int, count: int):

@@ -275,6 +275,20 @@ def test_transposed_nests_are_blocked():
 
 
 # -- threads ---------------------------------------------------------------------------------------------------
+def _concat_se(b, x, y, scale, pe):
+    """MixNet's mixed depthwise outputs concatenated on channels -> BatchNorm -> SiLU, plus an operand that
+    broadcasts over the channels, and the SE block's mean over [H, W] in the same kernel."""
+    z = b.op("Concat", x, y, axis=1) * scale + pe
+    z = z * b.op("Sigmoid", z)
+    return [z, b.op("ReduceMean", z, _axes(b, (2, 3)), keepdims=1)]
+
+
+def _concat_partial(b, x, y, row):
+    """As _concat_se with an operand broadcast over H only ([1, C, 1, W]): the block is not one row."""
+    z = b.op("Concat", x, y, axis=1) + row
+    return [z, b.op("ReduceSum", z * z, _axes(b, (2, 3)), keepdims=1)]
+
+
 THREADED = [
     Case("t_ewise", make_graph("t_ewise", [(F32, (301, 257))], lambda b, x: b.op("Sigmoid", x) * x)),
     Case("t_bcast", make_graph("t_bcast", [(F32, (3, 97, 211)), (F32, (97, 1))], lambda b, x, y: x * y + 1.0)),
@@ -290,7 +304,23 @@ THREADED = [
     Case("t_pad_flatten", make_graph("t_pad_flatten", [(F32, (2, 5, 9, 11))], _pad_flatten)),
     Case("t_group_norm", make_graph("t_group_norm", [(F32, (2, 24, 7, 9)), (F32, (24, 1, 1))], _group_norm),
          atol=1e-5),
+    Case("t_concat_se", make_graph("t_concat_se", [(F32, (1, 5, 9, 11)), (F32, (1, 7, 9, 11)), (F32, (12, 1, 1)),
+                                                   (F32, (1, 1, 9, 11))], _concat_se)),
+    Case("t_concat_partial", make_graph("t_concat_partial", [(F32, (1, 5, 9, 11)), (F32, (1, 7, 9, 11)),
+                                                             (F32, (1, 12, 1, 11))], _concat_partial)),
 ] + [Case(f"t_{name}", graph) for name, graph in TRANSPOSED.items()]
+
+
+def test_concat_before_a_spatial_reduction_keeps_exact_coordinates():
+    """The SE mean over [H, W] of a channel Concat indexes the block as one row: no division of any element's
+    offset (the Concat's channel coordinate came from divisions of the flat offset, and the loop did not
+    vectorize); an operand broadcast over H only keeps the flat-offset form, with its divisions."""
+    from converter_lite.codegen.abi import lower_kernel
+    g = next(c.graph for c in THREADED if c.name == "t_concat_se")
+    divs = [line.strip() for line in str(lower_kernel(g, "k")[0]).splitlines() if "udiv" in line or "urem" in line]
+    assert not divs, divs
+    g = next(c.graph for c in THREADED if c.name == "t_concat_partial")
+    assert any("udiv" in line for line in str(lower_kernel(g, "k")[0]).splitlines())
 
 
 def test_outer_reductions_split_channels_in_wide_chunks():
