@@ -1,7 +1,7 @@
 """The depthwise convolution driver: float32 NCHW depthwise 2-D Conv (``group == C == M``) vectorised along
 output rows, or over flattened planes (a support function).
 
-    void cl_dwconv_v2_f32(i8* desc, i64 nthreads)
+    void cl_dwconv_v3_f32(i8* desc, i64 nthreads)
 
 **Rows** (other geometries): per channel plane, per block of ``VL`` = 16 output columns, per group of ``ROWS``
 output rows:
@@ -51,12 +51,12 @@ from .loops import for_range
 from .pool import BODY_TYPE, declare_pool
 from .types import BYTE_PTR_PTR, F32, F64, I1, I32, I64, VOID
 
-DEPTHWISE_SYMBOL = "cl_dwconv_v2_f32"
+DEPTHWISE_SYMBOL = "cl_dwconv_v3_f32"
 FIELDS = ("n", "c", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "x", "y", "wt", "bias",
           "residual", "clamp", "lo", "hi", "coords", "nvec", "jlo", "jhi")
 _F = {name: i for i, name in enumerate(FIELDS)}
 VL = 16
-MAX_KW = 7
+MAX_KW = 11                         # kernel widths with plane functions: MixNet mixes 3x3 to 11x11 (v3: was 7)
 ROWS = 4                           # output rows computed together: independent FMA chains
 MAX_WIDTH = 8192                   # input rows up to this wide (the zero row's length), and
 ZERO_MARGIN = 256                  # taps reaching at most this far left of column 0 / right of the last one

@@ -17,12 +17,12 @@ import numpy as np
 from .conv_direct import _aligned, _call
 from .conv_native import EpilogueHook, _bits
 
-SYMBOL = "cl_dwconv_v2_f32"
+SYMBOL = "cl_dwconv_v3_f32"
 FIELDS = ("n", "c", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "x", "y", "wt", "bias",
           "residual", "clamp", "lo", "hi", "coords", "nvec", "jlo", "jhi")
 _F = {name: i for i, name in enumerate(FIELDS)}
 EXTRA = 1                    # i64 words after FIELDS the driver writes (planes per chunk)
-MAX_KW = 7
+MAX_KW = 11
 MAX_WIDTH, ZERO_MARGIN, VL = 8192, 256, 16     # codegen/conv_depthwise.py's zero row and vector width
 MAX_FLAT_VECTORS = 4096     # flat planes of at most 65536 outputs (the coordinate table: 128 bytes per vector)
 

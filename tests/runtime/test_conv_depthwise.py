@@ -71,6 +71,8 @@ CASES = [
     dict(n=1, c=6, h=10, w=50, k=(3, 5), strides=(1, 2), pads=(0, 2, 1, 0)),    # kh != kw, asymmetric pads
     dict(n=1, c=7, h=11, w=13, k=(9, 1), pads=(4, 0, 4, 0)),                    # tall kernel: kh is not limited
     dict(n=1, c=2, h=3, w=70, k=(1, 7), strides=(2, 1), pads=(0, 3, 0, 3)),
+    dict(n=1, c=6, h=14, w=14, k=(9, 9), strides=(2, 2), pads=(4, 4, 4, 4)),     # MixNet's 9x9 and 11x11
+    dict(n=1, c=5, h=13, w=30, k=(11, 11), strides=(2, 2), pads=(5, 5, 5, 5)),
 ]
 
 
@@ -95,7 +97,7 @@ def test_epilogue_runs_in_the_driver(tmp_path, rng, epilogue):
 
 
 def test_declined_geometries_use_the_numpy_path(tmp_path, rng):
-    for case in (dict(n=1, c=4, h=12, w=12, k=(3, 9), pads=(1, 4, 1, 4)),      # kw > MAX_KW
+    for case in (dict(n=1, c=4, h=12, w=12, k=(3, 13), pads=(1, 6, 1, 6)),     # kw > MAX_KW
                  dict(n=1, c=4, h=12, w=12, k=(3, 3), strides=(3, 3))):         # column stride 3
         model, feeds = _model(rng, **case)
         m = _converted(tmp_path, model)
@@ -104,7 +106,7 @@ def test_declined_geometries_use_the_numpy_path(tmp_path, rng):
 
 
 # flat planes (stride 1, square kernel, output as wide as the input): planes smaller than a vector, planes that
-# are not a multiple of 16, several images (windows reaching into the neighbouring planes), k = 1..7, a column
+# are not a multiple of 16, several images (windows reaching into the neighbouring planes), k = 1..11, a column
 # dilation other than 1 (masked loads only), one plane alone (first and last of the tensor at once)
 FLAT_CASES = [
     dict(n=1, c=96, h=40, w=40, k=(3, 3), pads=(1, 1, 1, 1)),
@@ -117,6 +119,9 @@ FLAT_CASES = [
     dict(n=1, c=6, h=7, w=9, k=(1, 1)),
     dict(n=1, c=4, h=12, w=35, k=(3, 3), pads=(2, 2, 2, 2), dil=(2, 2)),        # masked loads only
     dict(n=1, c=3, h=11, w=18, k=(3, 3), pads=(0, 1, 1, 1)),                    # asymmetric rows: oh != h
+    dict(n=1, c=4, h=14, w=14, k=(9, 9), pads=(4, 4, 4, 4)),                   # MixNet's 9x9 and 11x11
+    dict(n=2, c=3, h=7, w=7, k=(11, 11), pads=(5, 5, 5, 5)),                   # kernel wider than the image
+    dict(n=1, c=2, h=20, w=33, k=(11, 11), pads=(5, 5, 5, 5)),
 ]
 
 
