@@ -264,6 +264,36 @@ def _tile(em, node: Node, v: Value, idx: Index) -> ir.Value:
     return em.value_at(src, Index(b, src.shape, coords))
 
 
+def one_row_block(em, values: list[Value], shape: tuple[int, ...], lead: int) -> tuple[bool, bool]:
+    """(ok, through a Concat): whether a stage over ``shape`` may index its trailing axes ``shape[lead:]`` as
+    one row -- coordinates ``(c_0, ..., c_{lead-1}, 0, ..., 0, r)``, ``r`` the offset in the block -- when
+    computing ``values``.  Every offset is then linear in ``r`` and the leading coordinates stay exact.  Holds
+    when every value below them spans the whole block or none of it (broadcast over it), and the only index
+    maps are Concats along leading axes (whose pieces span the block)."""
+    rank = len(shape)
+    block = tuple(shape[lead:])
+    stack, seen, concat = list(values), set(), False
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        full = (1,) * (rank - len(v.shape)) + tuple(v.shape)
+        if len(full) != rank or (full[lead:] != block and any(d != 1 for d in full[lead:])):
+            return False, False
+        node = v.producer
+        if em.buffered(v) or v.const is not None or node is None:
+            continue
+        if node.op == "Concat":
+            if len(v.shape) != rank or int(node.attrs.get("axis", 0)) % rank >= lead:
+                return False, False
+            concat = True
+        elif node.op in INDEX_MAPS:
+            return False, False
+        stack.extend(i for i in node.inputs if i is not None)
+    return True, concat
+
+
 SELECT_PIECES = 4          # concatenations of at most this many buffered pieces are read branch-free
 
 

@@ -29,7 +29,14 @@ from llvmlite import ir
 from ..ir.core import Graph, Value
 from ..ir.dtype import DType
 from .errors import UnsupportedOpError
-from .index import INDEX_MAPS, RESHAPE_LIKE, Index, _numel, transpose_perm
+from .index import (
+    INDEX_MAPS,
+    RESHAPE_LIKE,
+    Index,
+    _numel,
+    one_row_block,
+    transpose_perm,
+)
 from .interior import emit_split_nest, pad_guards
 from .loops import access_hints, for_range, interior_hints, loop_nest
 from .mathfn import MathEmitter
@@ -499,8 +506,30 @@ def _emit_map(em: StageEmitter, st: MapStage, lo: ir.Value, hi: ir.Value) -> Non
             with loop_nest(b, extents[:last] + [(j0, j1)], "d", _inner_hints(st, block)) as coords:
                 body(coords)
         return
+    t = _block_axes(em, st)
+    if t:
+        # the trailing block as one loop: per-channel operands (BatchNorm, an SE scale) broadcast over it, so
+        # its offsets are linear (index.one_row_block); the innermost loop over a 28-wide row vectorized 16 +
+        # a tail of 12.  BatchNorm -> SiLU over [1, 240, 28, 28], one thread: 74 -> 50 us (onnxruntime 42)
+        lead = len(st.shape) - t
+        count = _numel(st.shape[lead:])
+        zero = ir.Constant(I64, 0)
+        with loop_nest(b, extents[:lead] + [(0, count)], "d", _inner_hints(st, count)) as coords:
+            body(list(coords[:lead]) + [zero] * (t - 1) + [coords[-1]])
+        return
     with loop_nest(b, extents, "d", _inner_hints(st)) as coords:
         body(coords)
+
+
+def _block_axes(em: StageEmitter, st: MapStage) -> int:
+    """How many trailing axes (at least 2, after the partition axis) a map stage runs as one loop, or 0."""
+    rank, p = len(st.shape), st.part_axis
+    if p is None:
+        return 0
+    for t in range(rank - p - 1, 1, -1):
+        if one_row_block(em, [v for v, _ in st.items], st.shape, rank - t)[0]:
+            return t
+    return 0
 
 
 def _gather_bytes(em: StageEmitter, st: MapStage) -> int:

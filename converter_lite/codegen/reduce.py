@@ -24,7 +24,7 @@ from llvmlite import ir
 
 from ..ir.core import Node
 from ..ir.dtype import DType
-from .index import INDEX_MAPS, Index
+from .index import Index, one_row_block
 from .loops import access_hints, loop_nest
 from .types import F32, I32, I64, compute_type, constant, is_unsigned
 
@@ -311,36 +311,13 @@ def _merged_trailing(st: ReduceStage) -> bool:
 
 def _block_view(em, st: ReduceStage) -> bool:
     """For a merged trailing block (``_merged_trailing``) whose values read through a Concat along a kept axis:
-    whether the block may be indexed as one row (coordinates ``(kept..., 0, ..., r)``), which keeps the kept
-    coordinates exact and every load's offset linear in ``r``.  Holds when, below the reduction, every value
-    either spans the whole block or none of it (broadcast over it) and the only index maps are such Concats
-    (whose pieces span the block).  From the linear offset, the Concat's coordinate came from divisions of
-    every element's offset, and LLVM did not vectorize: MixNet's Concat -> BatchNorm -> SiLU -> the SE block's
-    mean over H, W (240 x 28 x 28) took 637 us, 57 without the Concat."""
+    whether the block may be indexed as one row (index.one_row_block).  From the linear offset, the Concat's
+    coordinate came from divisions of every element's offset, and LLVM did not vectorize: MixNet's Concat ->
+    BatchNorm -> SiLU -> the SE block's mean over H, W (240 x 28 x 28) took 637 us, 57 without the Concat."""
     shape = tuple(st.in_shape)
-    rank, lead = len(shape), len(shape) - len(st.axes)
-    block = shape[lead:]
-    stack = [st.node.inputs[0]] + [v for v, _ in st.spill]
-    seen, concat = set(), False
-    while stack:
-        v = stack.pop()
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
-        full = (1,) * (rank - len(v.shape)) + tuple(v.shape)
-        if len(full) != rank or (full[lead:] != block and any(d != 1 for d in full[lead:])):
-            return False
-        node = v.producer
-        if em.buffered(v) or v.const is not None or node is None:
-            continue
-        if node.op == "Concat":
-            if len(v.shape) != rank or int(node.attrs.get("axis", 0)) % rank >= lead:
-                return False
-            concat = True
-        elif node.op in INDEX_MAPS:
-            return False
-        stack.extend(i for i in node.inputs if i is not None)
-    return concat
+    ok, concat = one_row_block(em, [st.node.inputs[0]] + [v for v, _ in st.spill], shape,
+                               len(shape) - len(st.axes))
+    return ok and concat
 
 
 def _reduce_hints(extent: int, count: int):

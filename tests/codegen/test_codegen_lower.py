@@ -283,6 +283,12 @@ def _concat_se(b, x, y, scale, pe):
     return [z, b.op("ReduceMean", z, _axes(b, (2, 3)), keepdims=1)]
 
 
+def _bn_silu(b, x, scale, shift):
+    """A CNN epilogue: BatchNorm's per-channel scale and shift, then SiLU, over [N, C, H, W]."""
+    z = x * scale + shift
+    return z * b.op("Sigmoid", z)
+
+
 def _concat_partial(b, x, y, row):
     """As _concat_se with an operand broadcast over H only ([1, C, 1, W]): the block is not one row."""
     z = b.op("Concat", x, y, axis=1) + row
@@ -306,9 +312,22 @@ THREADED = [
          atol=1e-5),
     Case("t_concat_se", make_graph("t_concat_se", [(F32, (1, 5, 9, 11)), (F32, (1, 7, 9, 11)), (F32, (12, 1, 1)),
                                                    (F32, (1, 1, 9, 11))], _concat_se)),
+    Case("t_bn_silu", make_graph("t_bn_silu", [(F32, (2, 12, 9, 11)), (F32, (12, 1, 1)), (F32, (1, 12, 1, 1))],
+                                 _bn_silu)),
     Case("t_concat_partial", make_graph("t_concat_partial", [(F32, (1, 5, 9, 11)), (F32, (1, 7, 9, 11)),
                                                              (F32, (1, 12, 1, 11))], _concat_partial)),
 ] + [Case(f"t_{name}", graph) for name, graph in TRANSPOSED.items()]
+
+
+def test_per_channel_epilogue_runs_each_plane_as_one_loop():
+    """BatchNorm + SiLU over [2, 12, 9, 11]: the scale and shift broadcast over each 9 x 11 plane, so the stage
+    loops over (image, channel) and then the plane's 99 elements in one loop, with no division of any offset;
+    an operand broadcast over H only ([1, C, 1, W], t_concat_partial) keeps the per-row loops."""
+    from converter_lite.codegen.abi import lower_kernel
+    g = next(c.graph for c in THREADED if c.name == "t_bn_silu")
+    ir_text = str(lower_kernel(g, "k")[0])
+    assert 'icmp slt i64 %"d2", 99' in ir_text
+    assert not [line for line in ir_text.splitlines() if "udiv" in line or "urem" in line]
 
 
 def test_concat_before_a_spatial_reduction_keeps_exact_coordinates():
