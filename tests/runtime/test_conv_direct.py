@@ -61,6 +61,14 @@ def pointwise(request, monkeypatch):
     return request.param
 
 
+def _run_and_record(plan, x, want, nt):
+    """Runs ``plan`` on ``nt`` threads against ``want``; the record of its one Conv step (with the words the
+    driver wrote after its fields)."""
+    np.testing.assert_allclose(plan.execute([x], num_threads=nt)[0], want, rtol=1e-4, atol=1e-4)
+    (desc,) = [c.conv_desc for c in plan._free[-1].calls(nt) if hasattr(c, "conv_desc")]
+    return desc
+
+
 def _check(resolver, x, w, b, attrs, pad=None, threads=(1, 2, 3)):
     g = _graph(x, w, b, attrs, pad)
     want = eval_graph(g, [x])[0]
@@ -225,8 +233,7 @@ def test_pointwise_splits_small_images_by_channel_blocks(resolver, monkeypatch):
     plan = Plan(g, resolver, num_threads=3, adaptive=False)
     n = len(conv_direct.PointwiseConv.FIELDS)
     for nt, per_chunk in ((1, 17), (2, 9), (3, 6)):
-        np.testing.assert_allclose(plan.execute([x], num_threads=nt)[0], want, rtol=1e-4, atol=1e-4)
-        (desc,) = [c.conv_desc for c in plan._free[-1].calls(nt) if hasattr(c, "conv_desc")]
+        desc = _run_and_record(plan, x, want, nt)
         assert len(desc) == DESCS[1] and (desc[n], desc[n + 1]) == (64, per_chunk)     # pixels, channel blocks
 
 
@@ -246,8 +253,7 @@ def test_direct_chunks_are_rows_of_every_channel(resolver, monkeypatch, m, group
     assert 24 * 24 >= codegen_direct.ROWS_MIN_PIXELS
     tiles = 24 * 2                                # 24 rows of two 12-column segments (12 pixels per tile)
     for nt in (1, 2):
-        np.testing.assert_allclose(plan.execute([x], num_threads=nt)[0], want, rtol=1e-4, atol=1e-4)
-        (desc,) = [c.conv_desc for c in plan._free[-1].calls(nt) if hasattr(c, "conv_desc")]
+        desc = _run_and_record(plan, x, want, nt)
         assert (desc[n], desc[n + 1]) == (tiles // nt, units)
 
 
@@ -265,8 +271,7 @@ def test_direct_chunks_of_small_images_split_channels(resolver, monkeypatch, hw,
     want = eval_graph(g, [x])[0]
     plan = Plan(g, resolver, num_threads=2, adaptive=False)
     n = len(conv_direct.FIELDS)
-    np.testing.assert_allclose(plan.execute([x], num_threads=2)[0], want, rtol=1e-4, atol=1e-4)
-    (desc,) = [c.conv_desc for c in plan._free[-1].calls(2) if hasattr(c, "conv_desc")]
+    desc = _run_and_record(plan, x, want, 2)
     assert (desc[n], desc[n + 1]) == per_chunk
 
 
@@ -282,6 +287,5 @@ def test_pointwise_chunks_split_pixels_in_vectors(resolver, monkeypatch):
     plan = Plan(g, resolver, num_threads=3, adaptive=False)
     n = len(conv_direct.PointwiseConv.FIELDS)
     for nt, ppc in ((1, 784), (2, 400), (3, 272)):
-        np.testing.assert_allclose(plan.execute([x], num_threads=nt)[0], want, rtol=1e-4, atol=1e-4)
-        (desc,) = [c.conv_desc for c in plan._free[-1].calls(nt) if hasattr(c, "conv_desc")]
+        desc = _run_and_record(plan, x, want, nt)
         assert (desc[n], desc[n + 1]) == (ppc, 5)                       # pixels, channel blocks per chunk
