@@ -272,6 +272,8 @@ def one_row_block(em, values: list[Value], shape: tuple[int, ...], lead: int) ->
     maps are Concats along leading axes (whose pieces span the block)."""
     rank = len(shape)
     block = tuple(shape[lead:])
+    if not block or block[-1] == 1:         # r must land on an axis Index.linear() does not skip (extent 1)
+        return False, False
     stack, seen, concat = list(values), set(), False
     while stack:
         v = stack.pop()

@@ -314,6 +314,12 @@ THREADED = [
                                                    (F32, (1, 1, 9, 11))], _concat_se)),
     Case("t_bn_silu", make_graph("t_bn_silu", [(F32, (2, 12, 9, 11)), (F32, (12, 1, 1)), (F32, (1, 12, 1, 1))],
                                  _bn_silu)),
+    # blocks whose last axis has extent 1 (MVN's [3, 3, 3, 1], a fuzz case's Concat of [1, 2, 1] pieces) keep the
+    # per-axis loops: Index.linear() skips extent-1 axes, where the one-row view would put the block offset
+    Case("t_block_last_one", make_graph("t_block_last_one", [(F32, (3, 4, 5, 1)), (F32, (4, 1, 1))],
+                                        lambda b, x, s: x * s + 1.0)),
+    Case("t_concat_last_one", make_graph("t_concat_last_one", [(F32, (1, 2, 1)), (F32, (1, 1, 1))],
+                                         lambda b, x, y: b.op("Concat", x / y, x / y, axis=0))),
     Case("t_concat_partial", make_graph("t_concat_partial", [(F32, (1, 5, 9, 11)), (F32, (1, 7, 9, 11)),
                                                              (F32, (1, 12, 1, 11))], _concat_partial)),
 ] + [Case(f"t_{name}", graph) for name, graph in TRANSPOSED.items()]
