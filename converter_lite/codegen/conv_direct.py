@@ -472,8 +472,9 @@ def _shared_pad(b: ir.IRBuilder, f: _Fields, upc: ir.Value, units: ir.Value, nsb
 
 def emit_conv_direct(module: ir.Module) -> ir.Function:
     """Defines ``cl_conv2d_direct_v2_f32(i8* desc, i64 nthreads)`` (see the module doc) in ``module``.  The
-    record has two i64 words after ``FIELDS`` that the entry point writes for its bodies (tiles per chunk, and
-    1: the row mode that used to be one of two)."""
+    record has two i64 words after ``FIELDS`` that the entry point writes for its bodies: tiles per chunk and
+    channel units (group, super-block) per chunk (the first word holds planes per chunk during a padding
+    phase)."""
     for sw in STRIDES:
         _table(module, sw)
     pad_rows = _emit_pad(module)
@@ -484,26 +485,20 @@ def emit_conv_direct(module: ir.Module) -> ir.Function:
     f = _Fields(b, desc)
     d = b.bitcast(desc, I64P)
     bufs = b.bitcast(desc, BYTE_PTR_PTR)
-    _, _, _, nseg, nrow, nsb = _tiling(b, f)
+    ocv_max, _, _, nseg, nrow, nsb = _tiling(b, f)
     tiles = b.mul(nrow, nseg)
-    # chunks of rows of one image, each computing every group and channel super-block of its rows, so every
-    # thread computes the same rows of every convolution and finds most of its input in its own cache.  Chunks
-    # of (rows, one super-block) or of whole groups (the former plane mode) split by channels instead: the next
-    # convolution read half its input from the other core.  When the host makes cross-core traffic slow (a
-    # cache line's round trip 240-600 ns instead of 80), timm's repvgg_a0 on 2 threads took 8.84 ms against
-    # 7.05 in rows (onnxruntime 6.62); on a quiet host 7.02 against 6.97.  Single convolutions: 128x10x10 3x3
-    # 63.5 -> 62.8 us, 256x14x14 475 -> 454
     parts = _parts(b, nt, f["n"])
     units = b.mul(f["group"], nsb)
-    # rows on large images, channel units (group, super-block) on small ones, unless that choice shares out much
-    # worse than the other (7 rows of a 7x7 image on 2 threads: 4 + 3, where 24 super-blocks go 12 + 12; work of
-    # the largest chunk in 16-channel blocks x tiles, "much": by more than 10%).  Rows keep a thread's reads in
-    # its own cache (it wrote those rows of the previous convolution), but at every plane the two threads write
-    # the same cache line (where one's rows end and the other's begin) and pad the same halo rows, which costs
-    # when the host makes cross-core traffic slow (a line's round trip 240-600 ns instead of 80): then timm's
-    # regnety_008 group convolution 320 x 14 x 14 took 143 us in rows, 60 in channel halves (53 and 61 quiet),
-    # while repvgg_a0 (96 x 28 x 28, 48 x 56 x 56) ran 8.84 -> 7.05 ms from channel units to rows
-    ocv_max = _tiling(b, f)[0]
+    # chunks are runs of rows of one image (every group and channel super-block of them) on large images, runs
+    # of channel units (group, super-block) on small ones, unless that choice shares out much worse than the
+    # other (7 rows of a 7x7 image on 2 threads: 4 + 3, where 24 super-blocks go 12 + 12; work of the largest
+    # chunk in 16-channel blocks x tiles, "much": by more than 10%).  Rows keep a thread's reads in its own
+    # cache (it wrote those rows of the previous convolution; split by channels, the next convolution read half
+    # its input from the other core), but at every plane the two threads write the same cache line (where one's
+    # rows end and the other's begin) and pad the same halo rows.  Both cost when the host makes cross-core
+    # traffic slow (a line's round trip 240-600 ns instead of 80): then timm's repvgg_a0 (96 x 28 x 28,
+    # 48 x 56 x 56) ran 8.84 -> 7.05 ms from channel units to rows (onnxruntime 6.62), while regnety_008's group
+    # convolution 320 x 14 x 14 took 143 us in rows, 60 in channel halves (53 and 61 quiet)
     rows_work = b.mul(_cdiv(b, tiles, parts), b.mul(f["group"], f["nblk"]))
     unit_work = b.mul(b.mul(_cdiv(b, units, parts), _min(b, ocv_max, f["nblk"])), tiles)
     rows_fair = b.icmp_signed("<=", b.mul(rows_work, _c(100)), b.mul(unit_work, _c(110)))

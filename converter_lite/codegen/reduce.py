@@ -253,14 +253,14 @@ def emit_reduce(em, st: ReduceStage, lo: ir.Value, hi: ir.Value) -> None:
             inner = [(0, count)] if merged else [extent(d) for d in st.axes]
             hints = _reduce_hints(count if merged else (shape[st.axes[-1]] if st.axes else 1), count)
             with loop_nest(b, inner, "r", hints) as rc, em.memo_scope():
-                if merged and block_view:  # the block as one row: the kept coordinates stay exact
-                    at = Index(b, shape, list(kc) + [zero] * (len(st.axes) - 1) + [rc[0]])
-                    x = _pre(em, red, em.value_at(src, at), dtype)
-                elif merged:               # one loop over the trailing block: linear offsets, unit stride
-                    base = zero
-                    for d, c in zip(kept, kc):
-                        base = b.add(b.mul(base, ir.Constant(I64, shape[d])), c)
-                    at = Index(b, shape, linear=b.add(b.mul(base, ir.Constant(I64, count)), rc[0]))
+                if merged:                 # one loop over the trailing block
+                    if block_view:         # as one row: the kept coordinates stay exact
+                        at = Index(b, shape, list(kc) + [zero] * (len(st.axes) - 1) + [rc[0]])
+                    else:                  # linear offsets, unit stride
+                        base = zero
+                        for d, c in zip(kept, kc):
+                            base = b.add(b.mul(base, ir.Constant(I64, shape[d])), c)
+                        at = Index(b, shape, linear=b.add(b.mul(base, ir.Constant(I64, count)), rc[0]))
                     x = _pre(em, red, em.value_at(src, at), dtype)
                 else:
                     coords = _merge(len(shape), kept, kc, st.axes, rc)

@@ -224,17 +224,31 @@ def test_every_epilogue_combination_against_onnxruntime(tmp_path):
 def test_pointwise_splits_small_images_by_channel_blocks(resolver, monkeypatch):
     """49 pixels are one pixel block: with 2 or 3 threads the driver splits the 17 channel blocks instead (the
     words after FIELDS: pixels, channel blocks per chunk), else one thread did the whole convolution."""
-    monkeypatch.setattr(conv_direct, "pointwise_pays", lambda geo, wide: True)
-    monkeypatch.setattr(conv_direct, "wide_vectors", lambda library: True)            # 64-pixel blocks
     rng = np.random.default_rng(3)
     x, w, b = _arr(rng, 1, 40, 7, 7), _arr(rng, 97, 40, 1, 1), _arr(rng, 97)
-    g = _graph(x, w, b, {})
-    want = eval_graph(g, [x])[0]
-    plan = Plan(g, resolver, num_threads=3, adaptive=False)
+    plan, want = _wide_plan(resolver, monkeypatch, x, w, b, {}, 3, pointwise=True)        # 64-pixel blocks
     n = len(conv_direct.PointwiseConv.FIELDS)
     for nt, per_chunk in ((1, 17), (2, 9), (3, 6)):
         desc = _run_and_record(plan, x, want, nt)
         assert len(desc) == DESCS[1] and (desc[n], desc[n + 1]) == (64, per_chunk)     # pixels, channel blocks
+
+
+def _wide_plan(resolver, monkeypatch, x, w, b, attrs, threads, pointwise=False):
+    """One Conv on the 16-block wide tiles (1x1 ones on the pointwise driver when ``pointwise``), planned for
+    up to ``threads`` threads: (plan, reference output)."""
+    monkeypatch.setattr(conv_direct, "wide_vectors", lambda library: True)
+    if pointwise:
+        monkeypatch.setattr(conv_direct, "pointwise_pays", lambda geo, wide: True)
+    g = _graph(x, w, b, attrs)
+    return Plan(g, resolver, num_threads=threads, adaptive=False), eval_graph(g, [x])[0]
+
+
+def _padded_3x3(resolver, monkeypatch, rng, cg, m, group, hw, bias):
+    """A 3x3 "same" Conv (``cg`` input channels per group) planned for 2 threads: (plan, x, reference)."""
+    x, w = _arr(rng, 1, cg * group, *hw), _arr(rng, m, cg, 3, 3)
+    plan, want = _wide_plan(resolver, monkeypatch, x, w, _arr(rng, m) if bias else None,
+                            {"pads": (1, 1, 1, 1), "group": group}, 2)
+    return plan, x, want
 
 
 @pytest.mark.parametrize("m, group, units", [(96, 1, 3), (48, 1, 2), (128, 1, 4), (64, 4, 4), (12, 3, 3)])
@@ -243,12 +257,7 @@ def test_direct_chunks_are_rows_of_every_channel(resolver, monkeypatch, m, group
     and channel super-block (96 channels: 3 super-blocks, 48: one of 32 and one of 16, 4 groups of 16), so both
     threads compute the same rows of every convolution (the words after FIELDS: tiles per chunk, channel units
     per chunk)."""
-    monkeypatch.setattr(conv_direct, "wide_vectors", lambda library: True)
-    rng = np.random.default_rng(5)
-    x, w, b = _arr(rng, 1, 8 * group, 24, 24), _arr(rng, m, 8, 3, 3), _arr(rng, m)
-    g = _graph(x, w, b, {"pads": (1, 1, 1, 1), "group": group})
-    want = eval_graph(g, [x])[0]
-    plan = Plan(g, resolver, num_threads=2, adaptive=False)
+    plan, x, want = _padded_3x3(resolver, monkeypatch, np.random.default_rng(5), 8, m, group, (24, 24), True)
     n = len(conv_direct.FIELDS)
     assert 24 * 24 >= codegen_direct.ROWS_MIN_PIXELS
     tiles = 24 * 2                                # 24 rows of two 12-column segments (12 pixels per tile)
@@ -264,12 +273,7 @@ def test_direct_chunks_of_small_images_split_channels(resolver, monkeypatch, hw,
     """Small images are split by channel units (768 channels: 24 super-blocks, 12 each; 6 groups of 16: 3 each;
     a 3x3 image is one tile) unless those share out much worse than rows (3 super-blocks of 96 channels on an
     11 x 11 image: 6 + 5 rows); a 30 x 30 image is split by rows (tiles per chunk, channel units per chunk)."""
-    monkeypatch.setattr(conv_direct, "wide_vectors", lambda library: True)
-    rng = np.random.default_rng(6)
-    x, w = _arr(rng, 1, 4 * group, *hw), _arr(rng, m, 4, 3, 3)
-    g = _graph(x, w, None, {"pads": (1, 1, 1, 1), "group": group})
-    want = eval_graph(g, [x])[0]
-    plan = Plan(g, resolver, num_threads=2, adaptive=False)
+    plan, x, want = _padded_3x3(resolver, monkeypatch, np.random.default_rng(6), 4, m, group, hw, False)
     n = len(conv_direct.FIELDS)
     desc = _run_and_record(plan, x, want, 2)
     assert (desc[n], desc[n + 1]) == per_chunk
@@ -278,13 +282,9 @@ def test_direct_chunks_of_small_images_split_channels(resolver, monkeypatch, hw,
 def test_pointwise_chunks_split_pixels_in_vectors(resolver, monkeypatch):
     """784 pixels on 2 threads: 400 + 384 (a chunk is a multiple of 16 pixels, its last block masked), not
     448 + 336 in whole 64-pixel blocks."""
-    monkeypatch.setattr(conv_direct, "pointwise_pays", lambda geo, wide: True)
-    monkeypatch.setattr(conv_direct, "wide_vectors", lambda library: True)
     rng = np.random.default_rng(4)
     x, w = _arr(rng, 1, 24, 28, 28), _arr(rng, 30, 24, 1, 1)
-    g = _graph(x, w, None, {})
-    want = eval_graph(g, [x])[0]
-    plan = Plan(g, resolver, num_threads=3, adaptive=False)
+    plan, want = _wide_plan(resolver, monkeypatch, x, w, None, {}, 3, pointwise=True)
     n = len(conv_direct.PointwiseConv.FIELDS)
     for nt, ppc in ((1, 784), (2, 400), (3, 272)):
         desc = _run_and_record(plan, x, want, nt)
