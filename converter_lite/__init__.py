@@ -5,7 +5,7 @@
     model = converter_lite.load(ms_path, num_threads=2)
     outputs = model.run({"x": array})
 """
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402,F401
 
 from .api import convert, load  # noqa: E402,F401
 from .errors import ConverterError  # noqa: E402,F401

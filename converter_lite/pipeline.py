@@ -13,7 +13,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from . import __version__
+from .version import __version__
 from .config import (
     GraphKernelConfig,
     config_to_json,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import converter_lite.ops  # noqa: F401  (registers GraphKernel and the real ops)
-from converter_lite.ir.builder import GraphBuilder
+from converter_lite.ops.builder import GraphBuilder
 from converter_lite.ir.core import Graph, Node, TensorType, Value
 from converter_lite.ir.dtype import DType
 from converter_lite.ops.registry import OPS, OpKind, infer_broadcast, infer_same, reference

@@ -27,7 +27,7 @@ from ..errors import (
     RET_NOT_FIND_OP,
     ConverterError,
 )
-from ..ir.builder import fresh_name
+from ..ops.builder import fresh_name
 from ..ir.core import Graph, Node, TensorType, Value
 from ..ops.registry import (
     OPS,

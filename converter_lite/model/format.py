@@ -89,7 +89,7 @@ def save_model(path: str | os.PathLike, graph: Graph, metadata: Mapping[str, Any
 
 
 def _converter_version() -> str:
-    from .. import __version__
+    from ..version import __version__
     return __version__
 
 

@@ -5,7 +5,7 @@ Its reference semantics are the interpretation of the sub-graph, so every opt_le
 """
 from __future__ import annotations
 
-from ..ir.interpret import eval_graph
+from ..ops.interpret import eval_graph
 from .registry import reference
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.builder import GraphBuilder
+from ..ops.builder import GraphBuilder
 from ..ir.core import Graph, Node, Value
 from .base import Pass, PassContext
 from .registry import register_pass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.builder import fresh_name
+from ..ops.builder import fresh_name
 from ..ir.core import Graph, Node, TensorType, Value
 from ..ir.dtype import DType
 

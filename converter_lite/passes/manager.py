@@ -27,7 +27,7 @@ from ..config import LOGGER_NAME, GraphKernelConfig
 from ..errors import RET_ERROR, ConverterError
 from ..ir.core import Graph
 from ..ir.printer import dump_ir
-from ..ir.verify import VerifyError, verify
+from ..ops.verify import VerifyError, verify
 from .base import Pass, PassContext
 from .dumps import atomic_write_text, graph_svg, write_fusion_svgs, write_text_dumps
 from .pipeline import DEFAULT_PIPELINE, FUSION_SWITCH_ALIASES, FUSION_SWITCH_STAGE, NEVER, UB_FUSION_PASSES, StageSpec

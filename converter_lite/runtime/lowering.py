@@ -322,7 +322,7 @@ class _Lowerer:
         if not any(v is not None for v in ins):
             return False
         try:
-            from ..ir.interpret import eval_graph
+            from ..ops.interpret import eval_graph
             from ..ops.registry import evaluate_node
             arrays = [None if v is None else self.prog.values[v].const for v in ins]
             with np.errstate(all="ignore"):

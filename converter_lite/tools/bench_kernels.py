@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 from ..codegen import build_kernels
-from ..ir.builder import GraphBuilder
+from ..ops.builder import GraphBuilder
 from ..ir.core import Graph, TensorType, Value
 from ..ir.dtype import DType
 from ..runtime.native import NativeLibrary

@@ -8,10 +8,10 @@ import numpy as np
 
 import converter_lite.ops  # noqa: F401  (registers the op table)
 from converter_lite.codegen import build_kernels
-from converter_lite.ir.builder import GraphBuilder
+from converter_lite.ops.builder import GraphBuilder
 from converter_lite.ir.core import Graph, TensorType, Value
 from converter_lite.ir.dtype import DType
-from converter_lite.ir.interpret import eval_graph
+from converter_lite.ops.interpret import eval_graph
 from converter_lite.runtime.native import NativeLibrary
 
 F16, F32, F64 = DType.float16, DType.float32, DType.float64

@@ -11,7 +11,7 @@ import converter_lite
 from converter_lite.errors import ConverterError
 from converter_lite.frontend import import_model
 from converter_lite.frontend.onnx_import import parse_input_shapes
-from converter_lite.ir.interpret import eval_graph
+from converter_lite.ops.interpret import eval_graph
 from helpers import assert_close, make_model, run_ort, tensor_info
 
 F = np.float32

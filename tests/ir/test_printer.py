@@ -2,7 +2,7 @@
 import numpy as np
 from graphkernel_testing import F32, fuse_all, inputs, mul_add_relu
 
-from converter_lite.ir.builder import GraphBuilder
+from converter_lite.ops.builder import GraphBuilder
 from converter_lite.ir.core import Graph, Node, TensorType, Value
 from converter_lite.ir.printer import count_subgraphs, dump_ir, format_array, print_graph
 

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 from graphkernel_testing import F32, fuse_all, inputs, mul_add_relu
 
-from converter_lite.ir.builder import GraphBuilder
+from converter_lite.ops.builder import GraphBuilder
 from converter_lite.ir.core import Graph, Node, TensorType, Value
-from converter_lite.ir.verify import VerifyError, verify
+from converter_lite.ops.verify import VerifyError, verify
 
 
 def problems(g):

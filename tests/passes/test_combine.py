@@ -10,8 +10,8 @@ from helpers import make_model, run_ort, tensor_info
 import converter_lite.passes.pipeline  # noqa: F401  (registers every pass)
 from converter_lite.config import GraphKernelConfig
 from converter_lite.frontend.onnx_import import import_model
-from converter_lite.ir.interpret import eval_graph
-from converter_lite.ir.verify import verify
+from converter_lite.ops.interpret import eval_graph
+from converter_lite.ops.verify import verify
 from converter_lite.passes.base import PassContext
 from converter_lite.passes.registry import PASSES
 

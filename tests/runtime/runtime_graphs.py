@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from converter_lite.ir import DType, Graph, Node, TensorType, Value
-from converter_lite.ir.builder import GraphBuilder
+from converter_lite.ops.builder import GraphBuilder
 
 
 def f32(name, *shape):

@@ -11,7 +11,7 @@ import onnx.helper as oh
 import pytest
 
 from converter_lite.codegen import conv_direct as codegen_direct
-from converter_lite.ir.interpret import eval_graph
+from converter_lite.ops.interpret import eval_graph
 from converter_lite.runtime import conv_direct
 from converter_lite.runtime.plan import Plan
 from tests.helpers import run_ort

@@ -12,7 +12,7 @@ import pytest
 
 from converter_lite.ir import Graph, Node, TensorType, Value
 from converter_lite.ir.dtype import DType
-from converter_lite.ir.interpret import eval_graph
+from converter_lite.ops.interpret import eval_graph
 from converter_lite.ops.registry import infer_types
 from converter_lite.runtime import conv_direct, conv_native
 from converter_lite.runtime.blas import gemm_entry

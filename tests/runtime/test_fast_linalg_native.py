@@ -7,7 +7,7 @@ import onnx.helper as oh
 import pytest
 from runtime_graphs import single_node_graph
 
-from converter_lite.ir.interpret import eval_graph
+from converter_lite.ops.interpret import eval_graph
 from converter_lite.runtime import gemm_tiles
 from converter_lite.runtime.blas import gemm_entry
 from converter_lite.runtime.plan import Plan

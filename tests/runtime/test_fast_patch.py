@@ -8,7 +8,7 @@ import numpy as np
 import onnx.helper as oh
 import pytest
 
-from converter_lite.ir.interpret import eval_graph
+from converter_lite.ops.interpret import eval_graph
 from converter_lite.runtime.blas import gemm_entry
 from converter_lite.runtime.plan import Plan
 from tests.helpers import make_model, run_ort, tensor_info

@@ -9,7 +9,7 @@ from helpers import run_ort, single_op_model
 
 import converter_lite
 from converter_lite.frontend.onnx_import import import_model
-from converter_lite.ir.interpret import eval_graph
+from converter_lite.ops.interpret import eval_graph
 from converter_lite.runtime import fast_resize
 
 FLAGS = "--opt_level=2"

@@ -13,7 +13,7 @@ from runtime_graphs import single_node_graph
 
 from converter_lite.ir import Graph, Node, TensorType, Value
 from converter_lite.ir.dtype import DType
-from converter_lite.ir.interpret import eval_graph
+from converter_lite.ops.interpret import eval_graph
 from converter_lite.ops.registry import infer_types
 from converter_lite.runtime.plan import Plan
 

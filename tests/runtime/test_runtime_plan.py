@@ -13,7 +13,7 @@ from converter_lite.errors import (
     ConverterError,
 )
 from converter_lite.ir import DType, Graph, Node, TensorType, Value
-from converter_lite.ir.interpret import eval_graph
+from converter_lite.ops.interpret import eval_graph
 from converter_lite.runtime.arena import check_plan
 from converter_lite.runtime.plan import Plan
 

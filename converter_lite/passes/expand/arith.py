@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir.builder import BValue, GraphBuilder
+from ...ops.builder import BValue, GraphBuilder
 from ...ir.core import Node
 from ...ops.registry import broadcast_shapes
 from .emit import const_input, input_value, reciprocal, sqrt

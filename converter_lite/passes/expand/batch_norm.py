@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir.builder import BValue, GraphBuilder
+from ...ops.builder import BValue, GraphBuilder
 from ...ir.core import Node
 from ...ir.dtype import DType
 from .emit import (

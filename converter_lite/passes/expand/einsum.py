@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from ...ir.builder import GraphBuilder
+from ...ops.builder import GraphBuilder
 from ...ir.core import Node
 from ...ir.dtype import DType
 from .emit import input_value

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ...ir.builder import BValue
+from ...ops.builder import BValue
 from ...ir.core import Node, Value
 from ...ir.dtype import DType
 from .registry import Declined

@@ -15,7 +15,7 @@ For every node (in graph order; nodes created by an expansion are not revisited)
 """
 from __future__ import annotations
 
-from ...ir.builder import GraphBuilder, unwrap
+from ...ops.builder import GraphBuilder, unwrap
 from ...ir.core import Graph, Node, Value
 from ...ops.registry import KernelError
 from ..base import Pass, PassContext

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from ...ir.builder import GraphBuilder
+from ...ops.builder import GraphBuilder
 from ...ir.core import Node
 from .emit import erf, exp, input_value, require_float
 from .registry import Declined, expander

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from ...ir.builder import BValue, GraphBuilder
+from ...ops.builder import BValue, GraphBuilder
 from ...ir.core import Node
 from ...ir.dtype import DType
 from ...ops.registry import normalize_axis

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir.builder import GraphBuilder
+from ...ops.builder import GraphBuilder
 from ...ir.core import Node
 from ...ir.dtype import DType
 from ...ops.nn_pool import _axis_counts

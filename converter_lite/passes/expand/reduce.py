@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ...ir.builder import BValue, GraphBuilder
+from ...ops.builder import BValue, GraphBuilder
 from ...ir.core import Node
 from ...ops.reduce import reduce_axes
 from .emit import (

@@ -14,7 +14,7 @@ Constants are ONNX's defaults (Selu's in float32-exact form).  Source: the ONNX 
 """
 from __future__ import annotations
 
-from ...ir.builder import BValue, GraphBuilder
+from ...ops.builder import BValue, GraphBuilder
 from ...ir.core import Node
 from .emit import (
     as_scalar,

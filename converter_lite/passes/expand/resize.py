@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir.builder import GraphBuilder
+from ...ops.builder import GraphBuilder
 from ...ir.core import Node
 from ...ops.nn_resize import axis_taps, resize_geometry
 from ...ops.registry import KernelError

@@ -12,7 +12,7 @@ A SiLU exported from PyTorch is already ``x * Sigmoid(x)`` in ONNX; the Sigmoid 
 """
 from __future__ import annotations
 
-from ...ir.builder import BValue, GraphBuilder
+from ...ops.builder import BValue, GraphBuilder
 from ...ir.core import Node
 from .emit import (
     abs_,

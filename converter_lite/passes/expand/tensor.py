@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir.builder import GraphBuilder
+from ...ops.builder import GraphBuilder
 from ...ir.core import Node
 from .emit import const_input, input_value, output_used
 from .registry import Declined, expander

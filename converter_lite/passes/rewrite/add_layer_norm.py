@@ -6,7 +6,7 @@ the sum read the fused op's second output.
 """
 from __future__ import annotations
 
-from ...ir.builder import GraphBuilder
+from ...ops.builder import GraphBuilder
 from ..registry import register_pass
 from ..simplify.pattern import Match, MatchResult, Opt, Var, op
 from ..simplify.rewriter import Rule

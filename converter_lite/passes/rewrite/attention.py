@@ -11,7 +11,7 @@ enlarge the scores; Softmax normalizes the last axis; the intermediates feed not
 """
 from __future__ import annotations
 
-from ...ir.builder import GraphBuilder
+from ...ops.builder import GraphBuilder
 from ...ir.core import Value
 from ..registry import register_pass
 from ..simplify.pattern import Alt, Const, Match, MatchResult, Var, op

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir.builder import GraphBuilder
+from ...ops.builder import GraphBuilder
 from ...ir.core import Value
 from ..registry import register_pass
 from ..simplify.pattern import Const, Match, MatchResult, Opt, Var, op

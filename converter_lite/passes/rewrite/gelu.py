@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ...ir.builder import GraphBuilder
+from ...ops.builder import GraphBuilder
 from ...ir.core import Value
 from ..registry import register_pass
 from ..simplify.pattern import Alt, Lit, Match, MatchResult, Pattern, Var, op

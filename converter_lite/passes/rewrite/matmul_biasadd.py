@@ -5,7 +5,7 @@ floating point and feeds nothing else.
 """
 from __future__ import annotations
 
-from ...ir.builder import GraphBuilder
+from ...ops.builder import GraphBuilder
 from ...ir.core import Value
 from ..registry import register_pass
 from ..simplify.pattern import Match

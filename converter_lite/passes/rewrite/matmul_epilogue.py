@@ -9,7 +9,7 @@ Accepted producers of the epilogue's input:
 """
 from __future__ import annotations
 
-from ...ir.builder import GraphBuilder
+from ...ops.builder import GraphBuilder
 from ...ir.core import Value
 from ..simplify.pattern import Alt, Const, Match, MatchResult, Opt, Pattern, Var, op
 from .base import is_float

@@ -10,7 +10,7 @@ are ``Gelu`` nodes.  Constraints: as ``matmul_epilogue``; the product (and bias 
 """
 from __future__ import annotations
 
-from ...ir.builder import GraphBuilder
+from ...ops.builder import GraphBuilder
 from ...ir.core import Value
 from ..registry import register_pass
 from ..simplify.pattern import Match, op

@@ -9,7 +9,7 @@ Constraints: as ``matmul_epilogue``; the product (and bias add) feed nothing els
 """
 from __future__ import annotations
 
-from ...ir.builder import GraphBuilder
+from ...ops.builder import GraphBuilder
 from ...ir.core import Value
 from ..registry import register_pass
 from ..simplify.pattern import Match, op

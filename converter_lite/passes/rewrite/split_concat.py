@@ -5,7 +5,7 @@ The Split stays if its outputs have other users (it is removed as dead code othe
 """
 from __future__ import annotations
 
-from ...ir.builder import GraphBuilder
+from ...ops.builder import GraphBuilder
 from ...ir.core import Value
 from ..registry import register_pass
 from ..simplify.pattern import Match, MatchResult, OpPattern

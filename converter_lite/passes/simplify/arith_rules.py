@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir.builder import GraphBuilder
+from ...ops.builder import GraphBuilder
 from ...ir.core import Value
 from .pattern import Alt, Const, Lit, Match, MatchResult, Opt, Var, op
 from .rewriter import Rule

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ...ir.builder import GraphBuilder
+from ...ops.builder import GraphBuilder
 from ...ir.core import Node, Value
 
 COMMUTATIVE = frozenset({"Add", "Mul"})

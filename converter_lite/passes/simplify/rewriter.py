@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...ir.builder import GraphBuilder
+from ...ops.builder import GraphBuilder
 from ...ir.core import Graph, Node, Value
 from ...ops.registry import KernelError, broadcast_shapes
 from .dce import remove_dead_nodes

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir.builder import GraphBuilder
+from ...ops.builder import GraphBuilder
 from ...ir.core import Graph, Node, Value
 from ...ops.registry import OPS, OpKind
 from ..base import Pass, PassContext

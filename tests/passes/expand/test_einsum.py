@@ -6,7 +6,7 @@ from differential import LEVELS, run_converted
 from helpers import assert_close, run_ort, single_op_model
 
 from converter_lite.frontend.onnx_import import import_model
-from converter_lite.ir.interpret import eval_graph
+from converter_lite.ops.interpret import eval_graph
 
 from .expand_testing import run_expander
 

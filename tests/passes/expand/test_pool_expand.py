@@ -13,7 +13,7 @@ from helpers import assert_close, make_model, run_ort, tensor_info
 import converter_lite
 from converter_lite.config import GraphKernelConfig
 from converter_lite.frontend.onnx_import import import_model
-from converter_lite.ir.interpret import eval_graph
+from converter_lite.ops.interpret import eval_graph
 from converter_lite.passes.base import PassContext
 from converter_lite.passes.expand import ExpandOpsPass
 from converter_lite.pipeline import build_config, convert_model

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from converter_lite.config import parse_flags
-from converter_lite.ir.interpret import eval_graph
+from converter_lite.ops.interpret import eval_graph
 from converter_lite.passes.base import PassContext
 from converter_lite.passes.fuse import GraphKernelClusterPass
 from converter_lite.passes.fuse.cluster import CLUSTER_FILE, SPLIT_MODE_FILE

@@ -4,7 +4,7 @@ import onnx.helper as oh
 from helpers import assert_close, make_model, run_ort, tensor_info
 
 from converter_lite.frontend.onnx_import import import_model
-from converter_lite.ir.interpret import eval_graph
+from converter_lite.ops.interpret import eval_graph
 from converter_lite.ops.registry import OPS, OpKind
 from converter_lite.passes.expand import ExpandOpsPass
 

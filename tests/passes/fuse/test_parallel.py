@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import converter_lite.passes.pipeline  # noqa: F401  (registers every pass)
 from converter_lite.config import GraphKernelConfig
-from converter_lite.ir.interpret import eval_graph
-from converter_lite.ir.verify import verify
+from converter_lite.ops.interpret import eval_graph
+from converter_lite.ops.verify import verify
 from converter_lite.passes.base import PassContext
 from converter_lite.passes.fuse.parallel import (
     MAX_PARALLEL_GROUP,

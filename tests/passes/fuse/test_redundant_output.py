@@ -3,7 +3,7 @@ import numpy as np
 
 from converter_lite.ir.core import Graph, Node, TensorType, Value
 from converter_lite.ir.dtype import DType
-from converter_lite.ir.interpret import eval_graph
+from converter_lite.ops.interpret import eval_graph
 
 from .fuse_testing import (
     check_same_results,

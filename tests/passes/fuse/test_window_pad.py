@@ -10,7 +10,7 @@ import pytest
 from helpers import assert_close, make_model, run_ort, tensor_info
 
 import converter_lite
-from converter_lite.ir.builder import GraphBuilder
+from converter_lite.ops.builder import GraphBuilder
 from converter_lite.ir.core import Graph, TensorType, Value
 from converter_lite.ir.dtype import DType
 from converter_lite.passes.fuse.window import window_pad

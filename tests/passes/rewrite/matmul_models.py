@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from converter_lite.frontend.onnx_import import import_model
-from converter_lite.ir.interpret import eval_graph
+from converter_lite.ops.interpret import eval_graph
 
 from .fusion_testing import feeds, model, node, ops, run
 

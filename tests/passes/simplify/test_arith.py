@@ -189,8 +189,8 @@ def test_reduce_chain_without_keepdims_maps_axes():
 
 
 def test_rules_apply_inside_graph_kernels():
-    from converter_lite.ir.builder import GraphBuilder
-    from converter_lite.ir.verify import verify
+    from converter_lite.ops.builder import GraphBuilder
+    from converter_lite.ops.verify import verify
 
     sub = make_graph(lambda b, x, *_: (x / 4.0) + 0.0, shapes=((2, 3),), name="kernel")
     g = Graph("main")

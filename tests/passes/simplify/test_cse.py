@@ -78,7 +78,7 @@ def test_inside_and_across_graph_kernels():
                                                    "source_nodes": ("a",)}, "k1"),
                Node("GraphKernel", [x], [outs[2]], {"graph": _kernel("k2"), "kernel_name": "k2",
                                                    "source_nodes": ("b",)}, "k2")]
-    from converter_lite.ir.builder import GraphBuilder
+    from converter_lite.ops.builder import GraphBuilder
     b = GraphBuilder(g)
     g.outputs = [b.op("Add", b.op("Add", outs[0], outs[1]), outs[2]).v]
     before = clone(g)

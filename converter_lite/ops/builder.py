@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from .core import Graph, Node, TensorType, Value
-from .dtype import DType
+from ..ir.core import Graph, Node, TensorType, Value
+from ..ir.dtype import DType
+from .registry import infer_types
 
 _counter = itertools.count()
 
@@ -40,7 +41,6 @@ class GraphBuilder:
     # -- nodes -------------------------------------------------------------------------------------------
     def node(self, op: str, *inputs: Value | None, n_outputs: int = 1, name: str | None = None,
              **attrs: Any) -> Node:
-        from ..ops.registry import infer_types   # the op table sits above the IR package
 
         ins = [self._value(v) for v in inputs]
         outs = [Value(fresh_name(self.prefix)) for _ in range(n_outputs)]

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import Graph
+from ..ir.core import Graph
+from .registry import evaluate_node
 
 
 def eval_graph(graph: Graph, feeds: dict[str, np.ndarray] | list[np.ndarray]) -> list[np.ndarray]:
     """Evaluates ``graph``; ``feeds`` maps input names to arrays (or lists them in input order)."""
-    from ..ops.registry import evaluate_node   # the op table sits above the IR package
 
     if not isinstance(feeds, dict):
         feeds = {v.name: a for v, a in zip(graph.inputs, feeds)}

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .core import Graph, Node, Value
+from ..ir.core import Graph, Node, Value
+from .registry import OPS, infer_types
 
 MAX_REPORTED = 20
 
@@ -47,7 +48,6 @@ def _where(path: str, node: Node) -> str:
 
 
 def _verify_graph(graph: Graph, path: str, problems: list[str], check_types: bool) -> None:
-    from ..ops.registry import OPS  # the op table sits above the IR package
 
     defined: dict[int, str] = {}          # id(value) -> what defined it
     for v in graph.inputs:
@@ -107,8 +107,6 @@ def _verify_graph(graph: Graph, path: str, problems: list[str], check_types: boo
 
 
 def _check_types(node: Node, where: str, problems: list[str]) -> None:
-    from ..ops.registry import infer_types
-
     if any(v is not None and v.type is None for v in node.inputs):
         return                               # reported where the untyped value is produced
     try:
