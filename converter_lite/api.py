@@ -35,7 +35,12 @@ def convert(model_file, output_file, config_file: str | None = None, optimize: s
 
 
 def load(path, num_threads: int = 2, **kwargs):
-    """Loads a ``.ms`` file; returns a ``Model`` whose ``run({name: array})`` returns ``{name: array}``."""
+    """Loads a ``.ms`` file; returns a ``Model`` whose ``run({name: array})`` returns ``{name: array}``.
+
+    Unlike ``converter_lite.runtime.load``, it hands the runtime the converter's toolchain (toolchain.py), so a
+    model with dynamic dims can be re-specialized for other input sizes."""
+    from . import toolchain
     from .runtime.model import load as _load
 
+    kwargs.setdefault("toolchain", toolchain)
     return _load(os.fspath(path), num_threads=num_threads, **kwargs)

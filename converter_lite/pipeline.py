@@ -28,7 +28,6 @@ from .ir.core import Graph
 log = logging.getLogger("converter_lite")
 
 OPTIMIZE_CHOICES = ("none", "general", "gpu_oriented", "ascend_oriented")
-SOURCE_SECTION = "source/model.onnx"
 
 
 @dataclass
@@ -69,7 +68,7 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
     dims gets its ONNX source embedded (``embed_source``, not with ``fp16``) so a run with other shapes can
     re-specialize it: the file then holds the weights twice."""
     from .frontend.onnx_import import import_model, parse_input_shapes
-    from .model.format import save_model
+    from .model.format import SOURCE_SECTION, save_model
     from .passes.manager import run_graph_kernel_optimizer
 
     if optimize not in OPTIMIZE_CHOICES:
@@ -115,7 +114,7 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
         "fp16_weights": fp16,
     }
     if embed_source and not fp16 and graph.metadata.get("dynamic_inputs"):
-        # the runtime re-specializes the model for other shapes of the dynamic dims from this (runtime/reshape.py);
+        # the runtime re-specializes the model for other shapes of the dynamic dims from this (runtime/respecialize.py);
         # not with fp16 weights, whose point is a small file (the source holds them in float32)
         from .frontend.onnx_import import source_bytes
         artifacts[SOURCE_SECTION] = source_bytes(model_file)
@@ -124,6 +123,21 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
     save_model(out_path, graph, metadata, artifacts or None)
     timings["save"] = time.perf_counter() - t0
     return ConvertResult(out_path, graph, config, stats, timings)
+
+
+def reconvert(source: bytes, spec: dict, shapes: dict, work_dir: str) -> str:
+    """Converts an embedded ONNX ``source`` again, with the graph-kernel config it was first converted with
+    (``spec``: the ``.ms`` metadata's ``"reconvert"``), for input ``shapes``; returns the new ``.ms`` path in
+    ``work_dir``.  The runtime's re-specialization (runtime/respecialize.py) is handed this by
+    ``converter_lite.load``."""
+    from .config import config_from_json
+
+    src = os.path.join(work_dir, "source.onnx")
+    with open(src, "wb") as f:
+        f.write(source)
+    return convert_model(src, os.path.join(work_dir, "model"), config=config_from_json(spec["config"]),
+                         optimize=spec.get("optimize", "general"), input_shape=dict(shapes),
+                         fp16=bool(spec.get("fp16", False)), embed_source=False).output_path
 
 
 def _check_output_dir(out_path: str) -> None:

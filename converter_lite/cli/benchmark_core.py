@@ -123,7 +123,7 @@ def _print_settings(opts: BenchmarkOptions, out: Printer) -> None:
 
 
 def _run(opts: BenchmarkOptions, name: str, report: dict, out: Printer, err: Printer) -> None:
-    from ..runtime import load
+    from ..api import load
     from ..runtime.inputs import check_input_shapes, random_inputs, read_input_files
 
     out("start reading model file")

@@ -46,6 +46,7 @@ MAGIC = b"CLMS"
 FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = (FORMAT_VERSION,)
 WEIGHTS_SECTION = "weights"
+SOURCE_SECTION = "source/model.onnx"     # the ONNX source of a model with dynamic dims (runtime/respecialize.py)
 _PREFIX = struct.Struct("<4sIQIIQ")
 _PAD = bytes(ALIGN)
 

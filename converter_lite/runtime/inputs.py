@@ -150,7 +150,7 @@ def parse_input_shapes(spec: str) -> list[tuple[int, ...]]:
 def check_input_shapes(model, spec: str):
     """``--inputShapes``: the model for those shapes.  A converted model is static, so the shapes must restate
     the converted ones, except on the axes the source model left dynamic, where the model is specialized again
-    (``Model.specialized``, runtime/reshape.py)."""
+    (``Model.specialized``, runtime/respecialize.py)."""
     shapes = parse_input_shapes(spec)
     inputs = list(model.graph.inputs)
     if len(shapes) != len(inputs):

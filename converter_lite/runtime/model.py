@@ -39,7 +39,7 @@ from ..ir.core import Node, TensorType
 from ..ir.dtype import DType
 from ..model.format import LoadedModel, load_model
 from .plan import Plan
-from .reshape import Reshaper
+from .respecialize import Reshaper
 from .threads import configure_openmp
 
 NATIVE_PREFIX = "native/"
@@ -59,7 +59,7 @@ class Model:
     """A loaded ``.ms`` model.  Build it with ``load``."""
 
     def __init__(self, loaded: LoadedModel, num_threads: int = 2, native: bool = True,
-                 adaptive_threads: bool = True, trust_native_code: bool = True):
+                 adaptive_threads: bool = True, trust_native_code: bool = True, toolchain=None):
         if num_threads < 1:
             raise ConverterError(RET_INPUT_PARAM_INVALID, f"num_threads must be > 0, got {num_threads}")
         self.path = loaded.path
@@ -80,7 +80,8 @@ class Model:
             [(n, np.dtype(t.dtype.np), tuple(t.shape)) for n, t in zip(self.input_names, self.input_types)]
         self._reshaper = Reshaper.of(loaded, {v.name: v.type.shape for v in loaded.graph.inputs},
                                      lambda p: Model(load_model(p), num_threads, native, adaptive_threads,
-                                                     trust_native_code))
+                                                     trust_native_code, toolchain),
+                                     getattr(toolchain, "reconvert", None))
 
     @property
     def uses_native_code(self) -> bool:
@@ -94,7 +95,7 @@ class Model:
         missing/unknown name or a dtype/shape mismatch, and ConverterError(-303) naming the node when a kernel
         fails.
         """
-        if self._reshaper is not None:              # dynamic dims fed at other sizes: runtime/reshape.py
+        if self._reshaper is not None:              # dynamic dims fed at other sizes: runtime/respecialize.py
             shapes = self._reshaper.shapes_for(feeds)
             if shapes is not None:
                 return self._reshaper.model_for(shapes).run(feeds)
@@ -123,7 +124,7 @@ class Model:
 
     def specialized(self, shapes: Mapping[str, Sequence[int]]) -> Model:
         """This model for the given input shapes: itself when they are the converted ones, else (for inputs
-        whose source model has dynamic dims) the model converted again for them (runtime/reshape.py).  Raises
+        whose source model has dynamic dims) the model converted again for them (runtime/respecialize.py).  Raises
         ConverterError(-600) naming the input when a shape cannot be used."""
         want = {k: tuple(int(d) for d in v) for k, v in shapes.items()}
         for name in want:
@@ -180,7 +181,7 @@ class Model:
 
 
 def load(path: str | os.PathLike, num_threads: int = 2, native: bool = True,
-         adaptive_threads: bool = True, trust_native_code: bool = True) -> Model:
+         adaptive_threads: bool = True, trust_native_code: bool = True, toolchain=None) -> Model:
     """Loads a ``.ms`` file (memory-mapped) and prepares it for ``run``.
 
     Args:
@@ -199,7 +200,7 @@ def load(path: str | os.PathLike, num_threads: int = 2, native: bool = True,
         ConverterError: -200 for an invalid/corrupted file, -300 for an op the runtime lacks.
     """
     return Model(load_model(path), num_threads=num_threads, native=native, adaptive_threads=adaptive_threads,
-                 trust_native_code=trust_native_code)
+                 trust_native_code=trust_native_code, toolchain=toolchain)
 
 
 def _bad(message: str) -> ConverterError:

@@ -9,8 +9,10 @@ the graph's ``dynamic_inputs`` metadata lists the axes the source leaves dynamic
 is converted again from the embedded source for exactly those shapes (same config, same optimizer, native code
 from the kernel cache when it was built before) and loaded; the result is cached per shape signature (at most
 ``MAX_SHAPES``, least recently used dropped).  Every other mismatch is left to ``Model.check_feeds``, which
-names the input.  Re-specializing needs the converter (onnx, llvmlite and a C compiler, as converting does);
-a model without dynamic dims never takes this path.
+names the input.  Re-specializing needs the converter (onnx, llvmlite and a C compiler, as converting does):
+the runtime does not import it but is handed a ``reconvert`` callable (``pipeline.reconvert``, passed by
+``converter_lite.load``); without one, such a feed is an error that says so.  A model without dynamic dims never
+takes this path.
 """
 from __future__ import annotations
 
@@ -24,8 +26,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import RET_INPUT_PARAM_INVALID, ConverterError
+from ..model.format import SOURCE_SECTION
 
-SOURCE_SECTION = "source/model.onnx"
 MAX_SHAPES = 8
 log = logging.getLogger("converter_lite.runtime")
 
@@ -34,16 +36,19 @@ class Reshaper:
     """Specializations of one loaded model for other input shapes (see the module doc)."""
 
     def __init__(self, path: str, source: bytes, metadata: Mapping[str, Any], dynamic: Mapping[str, list],
-                 declared: Mapping[str, tuple], load: Callable[[str], Any]):
+                 declared: Mapping[str, tuple], load: Callable[[str], Any],
+                 reconvert: Callable[[bytes, dict, dict, str], str] | None = None):
         self.path, self.source, self.metadata = path, source, metadata
         self.dynamic = {name: frozenset(int(a) for a in axes) for name, axes in dynamic.items()}
         self.declared = dict(declared)
         self._load = load
+        self._reconvert = reconvert
         self._models: OrderedDict[tuple, Any] = OrderedDict()
         self._lock = threading.Lock()
 
     @classmethod
-    def of(cls, loaded, declared: Mapping[str, tuple], load: Callable[[str], Any]) -> Reshaper | None:
+    def of(cls, loaded, declared: Mapping[str, tuple], load: Callable[[str], Any],
+           reconvert: Callable[[bytes, dict, dict, str], str] | None = None) -> Reshaper | None:
         """The reshaper of a loaded ``.ms`` (``model.format.LoadedModel``), or None when it has no dynamic dims
         or no embedded source."""
         dyn = loaded.graph.metadata.get("dynamic_inputs")
@@ -54,7 +59,8 @@ class Reshaper:
             dynamic = {k: v for k, v in json.loads(dyn).items() if k in declared}
         except ValueError:
             return None
-        return cls(loaded.path, bytes(source), loaded.metadata, dynamic, declared, load) if dynamic else None
+        return cls(loaded.path, bytes(source), loaded.metadata, dynamic, declared, load,
+                   reconvert) if dynamic else None
 
     def shapes_for(self, feeds: Mapping[str, Any]) -> dict[str, tuple] | None:
         """The input shapes to specialize for, or None when the feeds need no re-specialization (they match the
@@ -89,26 +95,23 @@ class Reshaper:
             return model
 
     def _convert(self, shapes: Mapping[str, tuple]):
-        from ..config import config_from_json
-        from ..pipeline import convert_model
-
-        spec = self.metadata["reconvert"]
         described = ", ".join(f"{k}:{list(v)}" for k, v in shapes.items())
-        log.info("%s: specializing the model for input shapes %s", os.path.basename(self.path), described)
-        with tempfile.TemporaryDirectory(prefix="converter_lite_reshape_") as tmp:
-            src = os.path.join(tmp, "source.onnx")
-            with open(src, "wb") as f:
-                f.write(self.source)
+        name = os.path.basename(self.path)
+        if self._reconvert is None:
+            raise ConverterError(RET_INPUT_PARAM_INVALID,
+                                 f"{name}: input shapes {described} differ from the converted ones on dynamic "
+                                 "axes; re-specializing needs the converter: load the model with "
+                                 "converter_lite.load (not converter_lite.runtime.load)")
+        log.info("%s: specializing the model for input shapes %s", name, described)
+        with tempfile.TemporaryDirectory(prefix="converter_lite_respecialize_") as tmp:
             try:
-                result = convert_model(src, os.path.join(tmp, "model"), config=config_from_json(spec["config"]),
-                                       optimize=spec.get("optimize", "general"), input_shape=dict(shapes),
-                                       fp16=bool(spec.get("fp16", False)), embed_source=False)
+                path = self._reconvert(self.source, self.metadata["reconvert"], dict(shapes), tmp)
             except ConverterError as e:
-                raise ConverterError(e.code, f"{os.path.basename(self.path)}: cannot run with input shapes "
-                                             f"{described}: {e.message}") from None
+                raise ConverterError(e.code, f"{name}: cannot run with input shapes {described}: "
+                                             f"{e.message}") from None
             except Exception as e:        # the converter's own failure must still name the model and shapes
-                raise ConverterError(RET_INPUT_PARAM_INVALID, f"{os.path.basename(self.path)}: cannot run with "
+                raise ConverterError(RET_INPUT_PARAM_INVALID, f"{name}: cannot run with "
                                      f"input shapes {described}: {type(e).__name__}: {e}") from None
-            model = self._load(result.output_path)   # memory-mapped: the file may go once it is loaded
+            model = self._load(path)      # memory-mapped: the file may go once it is loaded
         model.path = self.path                          # errors name the user's file
         return model

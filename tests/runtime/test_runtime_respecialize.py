@@ -1,4 +1,4 @@
-"""Models with dynamic input dims run at other sizes of those dims (runtime/reshape.py)."""
+"""Models with dynamic input dims run at other sizes of those dims (runtime/respecialize.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +11,8 @@ from converter_lite.api import convert, load
 from converter_lite.cli.benchmark import main as benchmark_main
 from converter_lite.errors import RET_INPUT_PARAM_INVALID, ConverterError
 from converter_lite.model.format import load_model
-from converter_lite.runtime import reshape
-from converter_lite.runtime.reshape import SOURCE_SECTION
+from converter_lite.runtime import respecialize
+from converter_lite.model.format import SOURCE_SECTION
 from tests.helpers import make_model, run_ort, tensor_info
 
 W = np.arange(12, dtype=np.float32).reshape(4, 3) / 7.0
@@ -66,7 +66,7 @@ def test_specialized_api_and_errors(dyn_ms):
 
 
 def test_cache_is_bounded(dyn_ms, monkeypatch):
-    monkeypatch.setattr(reshape, "MAX_SHAPES", 2)
+    monkeypatch.setattr(respecialize, "MAX_SHAPES", 2)
     m = load(dyn_ms[0])
     for n in (2, 3, 4):
         m.run({"x": np.ones((n, 4), np.float32)})
