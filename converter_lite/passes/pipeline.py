@@ -55,7 +55,8 @@ DEFAULT_PIPELINE: tuple[StageSpec, ...] = (
            P("attention_fusion", NEVER), P("matmul_elem_biasadd_fusion", NEVER),
            P("matmul_elem_relu_fusion", NEVER), P("matmul_elem_gelu_fusion", NEVER),
            P("add_layer_norm_fusion", NEVER), P("add_rms_norm_fusion", NEVER),
-           P("conv1d_as_conv2d", 2)),       # 1-D Convs on the runtime's 2-D convolution paths
+           P("conv1d_as_conv2d", 2),        # 1-D Convs on the runtime's 2-D convolution paths
+           P("pad_conv_fusion", 1)),        # a zero Pad in front of a Conv becomes the Conv's own pads
     _stage("expand",
            P("graph_kernel_expander", 1), P("graph_kernel_op_combiner", 3)),
     _stage("cluster",
@@ -92,6 +93,7 @@ FUSION_SWITCH_ALIASES: dict[str, tuple[str, ...]] = {
     "matmul_elem_gelu_fusion": ("MatMulGeluFusionPass", "MatmulGeluFusionPass"),
     "add_layer_norm_fusion": ("AddLayerNormFusionPass",),
     "add_rms_norm_fusion": ("AddRmsNormFusionPass", "AddRMSNormFusionPass"),
+    "pad_conv_fusion": ("ConvPadFusion", "ConvPadFusionPass", "PadConvFusionPass", "PadFusion"),
 }
 
 # -- pass modules (registration side effects); each engineer adds the import of their pass module here --------
@@ -100,7 +102,8 @@ from . import expand  # noqa: E402,F401  (graph_kernel_expander)
 from .fuse import cluster, redundant_output  # noqa: E402,F401  (graph_kernel_cluster, eliminate_redundant_output)
 from .simplify import arith, constant_fold, cse, transform_op  # noqa: E402,F401  (opt_level 2 simplify)
 from .rewrite import (add_layer_norm, add_rms_norm, attention, conv1d, conv_bn, gelu, layer_norm,  # noqa: E402,F401
-                      matmul_biasadd, matmul_gelu, matmul_relu, shape_reshape, split_concat, transpose_matmul)
+                      matmul_biasadd, matmul_gelu, matmul_relu, pad_conv, shape_reshape, split_concat,
+                      transpose_matmul)
 from .fuse import parallel, stitch  # noqa: E402,F401  (opt_level 3 stitch/parallel fusion)
 from . import combine, recompute  # noqa: E402,F401  (op combiner, recompute fusion)
 from . import build  # noqa: E402,F401  (graph_kernel_build: native code)
