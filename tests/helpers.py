@@ -77,3 +77,24 @@ def check_infer(op, inputs, const, attrs, outs):
             for k, v in inputs.items()]
     node = Node(op, vals, [Value(f"out{i}") for i in range(len(outs))], dict(attrs))
     assert infer_types(node)[:len(outs)] == [TensorType.of(o) for o in outs], f"{op}: inference disagrees"
+
+
+def all_drivers_library(link: bool = True, trust: bool = True):
+    """A NativeLibrary holding every hand-written driver of kernels/registry.py and no fused kernel (linked, or
+    the IR JIT-compiled through the toolchain), for tests that call the drivers directly."""
+    from converter_lite import toolchain
+    from converter_lite.codegen import build_kernels
+    from converter_lite.kernels.registry import BY_SYMBOL, emitters
+    from converter_lite.runtime.native import NativeLibrary
+
+    bundle = build_kernels([], cache_dir="", drivers=emitters(BY_SYMBOL), link=link)
+    return NativeLibrary.from_sections(bundle.sections, trust_native_code=trust, jit=toolchain.jit)
+
+
+def record_drivers(graph):
+    """``graph`` with every node's native drivers recorded, as the converter does before the build (a graph built
+    by hand for a Plan otherwise runs every node on numpy)."""
+    from converter_lite.passes.select_drivers import select_drivers
+
+    select_drivers(graph)
+    return graph

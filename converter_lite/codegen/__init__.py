@@ -4,7 +4,9 @@
     bundle.sections  # {"native/lib.so": ..., "native/kernels.ll": ..., "native/target.json": ...}
 
 Layers: types/loops/mathfn/scalar/index/reduce/lower/abi build IR with llvmlite.ir; library (optimize, emit),
-link (cc -shared), cache (content-hash cache), build (the driver), jit (in-memory rebuild for a loader).
+link (cc -shared), cache (content-hash cache), build (the driver), jit (in-memory rebuild for a loader);
+threadpool, internal and vector are the toolkit the hand-written drivers (converter_lite/kernels/*/emit.py) use.
+codegen imports no driver: the converter hands ``build_kernels`` the emitters of the drivers a model needs.
 """
 from .build import (
     PARALLEL_THRESHOLD,
@@ -20,7 +22,6 @@ from .index import INDEX_MAPS
 from .lower import check_supported
 from .reduce import REDUCE_OPS, REDUCERS
 from .scalar import SCALAR_EMITTERS
-from .support import SUPPORT, SUPPORT_OPS
 
 
 def supported_ops() -> frozenset[str]:
@@ -45,8 +46,6 @@ __all__ = [
     "SECTION_LL",
     "SECTION_SO",
     "SECTION_TARGET",
-    "SUPPORT",
-    "SUPPORT_OPS",
     "NativeBundle",
     "UnsupportedOpError",
     "build_kernels",

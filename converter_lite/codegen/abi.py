@@ -21,7 +21,7 @@ from llvmlite import ir
 
 from ..ir.core import Graph
 from .lower import KernelPlan, emit_stages, plan_kernel
-from .pool import declare_pool
+from .threadpool import declare_pool
 from .schedule import emit_chunk_bodies, emit_run
 from .types import BYTE_PTR, BYTE_PTR_PTR, I64, VOID
 

@@ -5,20 +5,29 @@
    identical kernels (same sub-graph, shapes, dtypes, target) are compiled once per model and found again in
    the on-disk cache (cache.py) by later conversions.
 2. A small module exports each kernel's symbol (abi.symbol_for) as a tail call to its function.
-3. The objects are linked with ``cc -shared`` (link.py).  The whole bundle is cached too, keyed by the kernel
-   hashes, so converting the same model again skips compiling and linking.
+3. The hand-written drivers the caller names (``drivers``: symbol -> emitter, kernels/registry.py; the
+   converter passes those its graph's nodes recorded) are each compiled into an object of their own, cached by
+   their sources, and so is the thread pool (threadpool.py).
+4. The objects are linked with ``cc -shared`` (link.py).  The whole bundle is cached too, keyed by the kernel
+   hashes and the drivers, so converting the same model again skips compiling and linking.
 
-Sections of the bundle: ``native/lib.so``, ``native/kernels.ll`` (the unoptimized IR of every kernel and the
-exports, one module: what a loader rebuilds from when its CPU lacks the recorded features) and
-``native/target.json`` (triple, CPU, features, versions, and per kernel its symbol and argument dtypes/shapes).
+Sections of the bundle: ``native/lib.so``, ``native/kernels.ll`` (the unoptimized IR of every kernel, the
+thread pool and the exports, one module: what a loader rebuilds from when its CPU lacks the recorded features;
+the drivers are not in it: they are re-emitted by symbol, jit.py) and ``native/target.json`` (triple, CPU,
+features, versions, the linked drivers as ``"support"``, and per kernel its symbol and argument dtypes/shapes).
 """
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import json
+import os
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+
+from llvmlite import ir
 
 from ..ir.core import Graph
 from .abi import KernelSpec, export_wrappers, kernel_spec, lower_kernel, symbol_for
@@ -27,9 +36,9 @@ from .errors import UnsupportedOpError
 from .library import KernelLibrary, resolve_target
 from .link import link_shared
 from .lower import check_supported
-from .support import SUPPORT, support_module, support_source_key
+from .threadpool import emit_pool
 
-CODEGEN_VERSION = "2"
+CODEGEN_VERSION = "3"
 PLACEHOLDER = "__cl_kernel__"
 PARALLEL_THRESHOLD = 1 << 15       # elements of work below which a kernel stays single-threaded
 
@@ -50,8 +59,12 @@ class NativeBundle:
         return json.loads(self.sections[SECTION_TARGET])
 
 
+Emitter = Callable[[ir.Module], object]
+
+
 def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, cache_dir: str | None = None,
-                  num_threads_hint: int = 2, *, parallel_threshold: int = PARALLEL_THRESHOLD,
+                  num_threads_hint: int = 2, *, drivers: Mapping[str, Emitter] | None = None,
+                  parallel_threshold: int = PARALLEL_THRESHOLD,
                   on_unsupported: str = "raise", cc: str = "cc", link: bool = True) -> NativeBundle:
     """Compiles ``kernels`` = [(name, sub-graph)] into one NativeBundle.
 
@@ -62,12 +75,14 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
     Args:
         target: graph-kernel flags ``cpu_arch``/``cpu_type``/``cpu_feature``; empty = the host CPU.
         cache_dir: on-disk kernel cache; None = ``~/.cache/converter_lite/kernels``, "" = no cache.
+        drivers: the hand-written drivers to link, symbol -> emitter (kernels/registry.py ``emitters``).
         num_threads_hint: <= 1 compiles every kernel single-threaded (no libgomp dependency).
         parallel_threshold: kernels with less work (elements of the largest stage) stay single-threaded.
         on_unsupported: "raise" -> UnsupportedOpError naming the op; "skip" -> leave the kernel out and say
             why in ``bundle.skipped``.
     """
     t0 = time.perf_counter()
+    drivers = dict(sorted((drivers or {}).items()))
     tspec = resolve_target(target, cc)
     cache = KernelCache(default_cache_dir() if cache_dir is None else (cache_dir or None))
     fingerprint = json.dumps(tspec.fingerprint(), sort_keys=True)
@@ -96,15 +111,18 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
         specs[name] = kernel_spec(name, graph, parallel)
     t_lower = time.perf_counter()
     exports_ir = str(export_wrappers(exports))
-    support_ir = _support_ir(tspec.triple, cache)
+    pool_ir = _pool_ir(tspec.triple)
     if not link:
-        ll = _merged_ir(KernelLibrary(tspec), list(texts.values()) + [support_ir, exports_ir]).encode()
+        ll = _merged_ir(KernelLibrary(tspec), list(texts.values()) + [pool_ir, exports_ir]).encode()
         meta = dict(tspec.fingerprint(), codegen_version=CODEGEN_VERSION, so_sha256=None,
-                    openmp=True, support=sorted(SUPPORT), kernels=[s.to_json() for s in specs.values()])
+                    openmp=True, support=sorted(drivers), kernels=[s.to_json() for s in specs.values()])
         return NativeBundle({SECTION_LL: ll, SECTION_TARGET: json.dumps(meta, indent=1).encode()}, specs, skipped,
                             {"kernels": len(specs), "unique_kernels": len(texts), "compiled": 0,
                              "total_s": time.perf_counter() - t0})
-    bundle_key = content_key(CODEGEN_VERSION, fingerprint, exports_ir, support_ir, *sorted(texts))
+    driver_keys = {sym: content_key(CODEGEN_VERSION, fingerprint, sym, _emitter_sources(emit))
+                   for sym, emit in drivers.items()}
+    bundle_key = content_key(CODEGEN_VERSION, fingerprint, exports_ir, pool_ir, *sorted(texts),
+                             *sorted(driver_keys.values()))
     so = cache.get(bundle_key, ".so")
     ll = cache.get(bundle_key, ".ll")
     compiled = 0
@@ -118,19 +136,25 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
                 compiled += 1
                 cache.put(key, ".o", obj)
             objects.append(obj)
-        support_key = content_key(CODEGEN_VERSION, fingerprint, support_ir)
-        obj = cache.get(support_key, ".o")
-        if obj is None:                    # model-independent: compiled once per target (1-3 s)
-            obj = _compile_support(tspec, support_ir)
-            cache.put(support_key, ".o", obj)
+        for symbol, emit in drivers.items():          # model-independent: compiled once per target and source
+            obj = cache.get(driver_keys[symbol], ".o")
+            if obj is None:
+                obj = _compile_module(tspec, driver_ir(symbol, emit, tspec.triple))
+                cache.put(driver_keys[symbol], ".o", obj)
+            objects.append(obj)
+        pool_key = content_key(CODEGEN_VERSION, fingerprint, pool_ir)
+        obj = cache.get(pool_key, ".o")
+        if obj is None:
+            obj = _compile_module(tspec, pool_ir)
+            cache.put(pool_key, ".o", obj)
         objects.append(obj)
         objects.append(lib.compile(exports_ir))
         so = link_shared(objects, openmp=True, cc=cc)
-        ll = _merged_ir(lib, list(texts.values()) + [support_ir, exports_ir]).encode()
+        ll = _merged_ir(lib, list(texts.values()) + [pool_ir, exports_ir]).encode()
         cache.put(bundle_key, ".so", so)
         cache.put(bundle_key, ".ll", ll)
     meta = dict(tspec.fingerprint(), codegen_version=CODEGEN_VERSION, so_sha256=hashlib.sha256(so).hexdigest(),
-                openmp=True, support=sorted(SUPPORT),
+                openmp=True, support=sorted(drivers),
                 kernels=[s.to_json() for s in specs.values()])
     sections = {SECTION_SO: so, SECTION_LL: ll, SECTION_TARGET: json.dumps(meta, indent=1).encode()}
     t_end = time.perf_counter()
@@ -139,28 +163,39 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
     return NativeBundle(sections, specs, skipped, stats)
 
 
-def _support_ir(triple: str, cache: KernelCache) -> str:
-    """The support module's IR text: from the process memo, the disk cache (keyed by the sources it comes
-    from), or emitted."""
-    key = content_key(CODEGEN_VERSION, triple, support_source_key())
-    text = _SUPPORT_IR.get(key)
-    if text is None:
-        data = cache.get(key, ".support.ll")
-        if data is None:
-            module = support_module()
-            module.triple = triple
-            data = str(module).encode()
-            cache.put(key, ".support.ll", data)
-        text = _SUPPORT_IR[key] = data.decode()
-    return text
+def driver_ir(symbol: str, emit: Emitter, triple: str) -> str:
+    """The IR text of one driver's module (its symbol and internal helpers; the thread pool only declared)."""
+    module = ir.Module(name=symbol)
+    module.triple = triple
+    emit(module)
+    return str(module)
 
 
-_SUPPORT_IR: dict[str, str] = {}                # process memo of _support_ir
+@functools.cache
+def _pool_ir(triple: str) -> str:
+    module = ir.Module(name="threadpool")
+    module.triple = triple
+    emit_pool(module)
+    return str(module)
 
 
-@functools.lru_cache(maxsize=4)
-def _compile_support(tspec, text: str) -> bytes:
-    """The support module's object, also kept for the process (conversions without a disk cache)."""
+@functools.cache
+def _emitter_sources(emit: Emitter) -> str:
+    """sha256 of what an emitter's code depends on: the code generator's sources and its driver folder's."""
+    h = hashlib.sha256(f"{emit.__module__}.{emit.__qualname__}".encode())
+    here = os.path.dirname(os.path.abspath(__file__))
+    folder = os.path.dirname(os.path.abspath(importlib.import_module(emit.__module__).__file__))
+    for d in (here, folder):
+        for name in sorted(os.listdir(d)):
+            if name.endswith(".py"):
+                with open(os.path.join(d, name), "rb") as f:
+                    h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=16)
+def _compile_module(tspec, text: str) -> bytes:
+    """A driver's or the thread pool's object, also kept for the process (conversions without a disk cache)."""
     return KernelLibrary(tspec).compile(text)
 
 

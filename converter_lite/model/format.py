@@ -43,7 +43,9 @@ from .graph_codec import (
 )
 
 MAGIC = b"CLMS"
-FORMAT_VERSION = 1
+# 2: the graph records which native drivers each node may run on (``native_drivers``) and the native code links
+# only those; a version-1 file linked every driver and left the choice to the runtime, which no longer makes it
+FORMAT_VERSION = 2
 SUPPORTED_VERSIONS = (FORMAT_VERSION,)
 WEIGHTS_SECTION = "weights"
 SOURCE_SECTION = "source/model.onnx"     # the ONNX source of a model with dynamic dims (runtime/respecialize.py)
@@ -187,8 +189,9 @@ def _check_prefix(path: str, prefix: bytes, size: int) -> None:
     _, version, header_len, _, _, file_size = _PREFIX.unpack(prefix)
     if version not in SUPPORTED_VERSIONS:
         readable = ", ".join(map(str, SUPPORTED_VERSIONS))
-        raise _fail(path, f"has format version {version}; this converter_lite reads version {readable} "
-                          "(re-convert the model with this converter_lite)")
+        older = " (converted by an older converter_lite)" if version < FORMAT_VERSION else ""
+        raise _fail(path, f"has format version {version}{older}; this converter_lite reads version {readable}: "
+                          "reconvert the model from its ONNX source with this converter_lite")
     if size < file_size:
         raise _fail(path, f"is truncated ({size} of {file_size} bytes)")
     if size > file_size:

@@ -1,12 +1,13 @@
 """``graph_kernel_build``: every fused kernel -> native code (LLVM via llvmlite), one shared object per model.
 
-1. Collect the GraphKernel nodes (in graph order, nested none).  A graph with none still gets a shared object
-   when it has ops whose runtime kernels call the support drivers (codegen/support.py).
+1. Record on every node the hand-written drivers it may run on (select_drivers.py); collect the GraphKernel
+   nodes (in graph order, nested none).  A graph with none still gets a shared object when some node recorded
+   a driver.
 2. Kernels the code generator cannot lower (an op without an emitter) stay interpreted; each is logged with
    the op at fault.
 3. ``codegen.build_kernels`` lowers, optimises for the target (``cpu_arch``/``cpu_type``/``cpu_feature``,
    default the host) and links them; the shared object, the LLVM IR and the target fingerprint go into
-   ``ctx.artifacts`` and from there into the ``.ms`` file.
+   ``ctx.artifacts`` and from there into the ``.ms`` file.  Only the recorded drivers are linked.
 4. With ``dump_as_text``: each kernel's LLVM IR and assembly as ``graph_kernel_dump/<kernel>.ll`` / ``.s``.
 """
 from __future__ import annotations
@@ -14,8 +15,10 @@ from __future__ import annotations
 import time
 
 from ..ir.core import Graph
+from ..kernels.registry import emitters
 from .base import Pass, PassContext
 from .registry import register_pass
+from .select_drivers import recorded_drivers, select_drivers
 
 
 @register_pass
@@ -26,8 +29,8 @@ class GraphKernelBuild(Pass):
         from .. import codegen  # llvmlite is loaded only when a model is actually built
 
         kernels = [n for n in graph.nodes if n.op == "GraphKernel"]
-        # a model without fused kernels still gets a shared object for its heavy ops' drivers (support.py)
-        drivers = bool(codegen.SUPPORT) and any(n.op in codegen.SUPPORT_OPS for n in graph.nodes)
+        # a model without fused kernels still gets a shared object for its heavy ops' drivers (kernels/)
+        drivers = bool(select_drivers(graph))
         if not kernels and not drivers:
             return False
         cfg = ctx.config
@@ -43,13 +46,16 @@ class GraphKernelBuild(Pass):
         if not todo and not drivers:
             return False
         t0 = time.perf_counter()
+        linked = recorded_drivers(graph)
         bundle = codegen.build_kernels(todo, target=target, cache_dir=cfg.kernel_cache_dir,
-                                       num_threads_hint=cfg.num_threads_hint, on_unsupported="skip")
+                                       num_threads_hint=cfg.num_threads_hint, drivers=emitters(linked),
+                                       on_unsupported="skip")
         for name, why in bundle.skipped.items():
             ctx.log.info("kernel %s stays interpreted: %s", name, why)
             ctx.count("graph_kernel_build/interpreted")
         ctx.artifacts.update(bundle.sections)
         ctx.count("graph_kernel_build/native", len(bundle.specs))
+        ctx.count("graph_kernel_build/drivers", len(linked))
         ctx.count("graph_kernel_build/compiled", int(bundle.stats.get("compiled", 0)))
         ctx.count("graph_kernel_build/compile_us", int((time.perf_counter() - t0) * 1e6))
         if cfg.dump_as_text:

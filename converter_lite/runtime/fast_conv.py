@@ -37,9 +37,9 @@ from numpy.lib.stride_tricks import as_strided
 from ..ops.nn_window import resolve_window
 from ..ops.registry import KernelError
 from ..ops.tensor_pad import pad_amounts
-from .conv_depthwise import native_depthwise
-from .conv_direct import native_direct
-from .conv_native import native_dense
+from ..kernels.conv_depthwise.bind import native_depthwise
+from ..kernels.conv_direct.bind import native_direct
+from ..kernels.conv_tiles.bind import native_dense
 from .lowering import Impl, NodeCtx
 from .parallel import parallel_calls, sequence, split_rows
 

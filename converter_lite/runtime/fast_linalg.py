@@ -26,7 +26,7 @@ import numpy as np
 
 from ..ops.nn import matmul_shape
 from ..ops.registry import OPS, KernelError
-from .gemm_tiles import PackedB, gemm_driver, gemm_step
+from ..kernels.gemm.bind import PackedB, gemm_driver, gemm_step
 from .lowering import Impl, NodeCtx
 from .parallel import row_parallel
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.registry import KernelError
-from .gemm_tiles import PackedB, gemm_driver, gemm_step
+from ..kernels.gemm.bind import PackedB, gemm_driver, gemm_step
 from .lowering import Impl, NodeCtx
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))

@@ -29,6 +29,8 @@ import numpy as np
 from ..errors import RET_NOT_FIND_OP, ConverterError
 from ..ir.core import Graph, Node, Value
 from ..ops.registry import OPS, KernelError
+from ..kernels.registry import DRIVERS_ATTR
+from .native import wide_vectors
 
 
 @dataclass
@@ -137,9 +139,16 @@ class NodeCtx:
         self.library = library
 
     def native(self, symbol: str) -> int | None:
-        """Address of the support function ``symbol`` (codegen/support.py) in the model's native library, or
-        None (no native code, native code off, or a model converted before the function existed)."""
-        return None if self.library is None else self.library.support(symbol)
+        """Address of the driver ``symbol`` (kernels/) in the model's native library when the converter recorded
+        it for this node (``native_drivers``, passes/select_drivers.py), else None (not recorded, no native
+        code, native code off)."""
+        if self.library is None or symbol not in self.node.attrs.get(DRIVERS_ATTR, ()):
+            return None
+        return self.library.support(symbol)
+
+    def wide_vectors(self) -> bool:
+        """Whether the drivers may use their 32-register tiles here (runtime/native.py ``wide_vectors``)."""
+        return self.library is not None and wide_vectors(self.library)
 
     def value(self, i: int) -> PValue | None:
         vid = self.ins[i] if i < len(self.ins) else None

@@ -66,7 +66,7 @@ class Model:
         self.metadata: dict[str, Any] = loaded.metadata
         self.num_threads = num_threads
         self.graph = loaded.graph
-        resolve = _native_resolver(loaded, num_threads, trust_native_code) if native else None
+        resolve = _native_resolver(loaded, num_threads, trust_native_code, toolchain) if native else None
         self.plan = Plan(loaded.graph, resolve, num_threads=num_threads, adaptive=adaptive_threads)
         self.input_names: list[str] = [v.name for v in loaded.graph.inputs]
         self.output_names: list[str] = [v.name for v in loaded.graph.outputs]
@@ -229,19 +229,7 @@ def _check_array(name: str, value: Any, t: TensorType) -> np.ndarray:
 
 
 # -- native kernels ------------------------------------------------------------------------------------------
-def _regenerated_sections(graph, num_threads: int) -> dict[str, bytes]:
-    """Native sections made here from the graph's fused sub-graphs (IR only, JIT-compiled by the loader)."""
-    from ..codegen import build_kernels      # only on this opt-in path: llvmlite is not needed to load otherwise
-
-    kernels = [(n.attrs["kernel_name"], n.attrs["graph"]) for n in graph.nodes if n.op == "GraphKernel"]
-    if not kernels:
-        return {}
-    bundle = build_kernels(kernels, target=None, cache_dir="", num_threads_hint=num_threads,
-                           on_unsupported="skip", link=False)
-    return bundle.sections
-
-
-def _native_resolver(loaded: LoadedModel, num_threads: int, trust_native_code: bool = True):
+def _native_resolver(loaded: LoadedModel, num_threads: int, trust_native_code: bool = True, toolchain=None):
     """A resolver giving native kernels for GraphKernel nodes, or None when the file has no native code."""
     if not any(name.startswith(NATIVE_PREFIX) for name in loaded.sections):
         return None
@@ -256,10 +244,15 @@ def _native_resolver(loaded: LoadedModel, num_threads: int, trust_native_code: b
         # the native sections are small next to the weights: hand the loader plain bytes
         sections = {k: bytes(v) for k, v in loaded.sections.items() if k.startswith(NATIVE_PREFIX)}
     else:
-        sections = _regenerated_sections(loaded.graph, num_threads)
+        regenerate = getattr(toolchain, "regenerate", None)
+        if regenerate is None:
+            raise ConverterError(RET_INPUT_PARAM_INVALID, "trust_native_code=False generates the native code again, "
+                                 "which needs the converter: load the model with converter_lite.load")
+        sections = regenerate(loaded.graph, num_threads)
         if not sections:
             return None
-    lib = NativeLibrary.from_sections(sections, trust_native_code=trust_native_code)
+    lib = NativeLibrary.from_sections(sections, trust_native_code=trust_native_code,
+                                      jit=getattr(toolchain, "jit", None))
     if hasattr(lib, "set_num_threads"):
         lib.set_num_threads(num_threads)
 
@@ -275,7 +268,7 @@ def _native_resolver(loaded: LoadedModel, num_threads: int, trust_native_code: b
             log.info("no native code for kernel %s (node %s); running its reference sub-graph", name, node.name)
             return None
         return _native_kernel(fn, node)
-    resolve.library = lib       # lowering reaches the library's support functions (codegen/support.py) through it
+    resolve.library = lib       # lowering reaches the library's drivers (kernels/) through it
     return resolve
 
 

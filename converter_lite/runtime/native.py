@@ -7,8 +7,9 @@
 Loading:
 1. native/target.json is checked against this host: same architecture, and every CPU feature the code may use
    (``required_features``) present in /proc/cpuinfo.  If not (or ``trust_native_code=False``), the kernels are
-   rebuilt for this host from native/kernels.ll in memory (converter_lite.codegen.jit, imported lazily), and a
-   warning says so once per process.
+   rebuilt for this host from native/kernels.ll in memory by the ``jit`` callable the caller hands in
+   (toolchain.jit, which ``converter_lite.load`` passes: the runtime imports no code generator), with the
+   drivers the model lists re-emitted; a warning says so once per process.
 2. Otherwise native/lib.so is written to an anonymous memory file (memfd; a private temp file elsewhere) and
    dlopen'ed once per process per content hash.
 A .so that fails to load, a missing symbol or an argument of the wrong dtype/shape raises ConverterError; a
@@ -30,7 +31,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import RET_ERROR, ConverterError
-from .runlist import tag
+from ..kernels.runlist.bind import tag
 
 log = logging.getLogger("converter_lite.native")
 
@@ -209,7 +210,7 @@ class NativeLibrary:
 
     @classmethod
     def from_sections(cls, sections: dict[str, bytes], trust_native_code: bool = True,
-                      num_threads: int = 1) -> NativeLibrary:
+                      num_threads: int = 1, jit: Callable | None = None) -> NativeLibrary:
         try:
             meta = json.loads(sections[SECTION_TARGET])
         except KeyError:
@@ -231,21 +232,21 @@ class NativeLibrary:
             raise ConverterError(RET_ERROR, f"native code cannot run here ({reason or 'no shared object'}) and "
                                             f"the model has no {SECTION_LL} to rebuild it from")
         ll = sections[SECTION_LL]
-        key = "jit:" + hashlib.sha256(ll).hexdigest()
+        drivers = list(meta.get("support", ()))
+        key = "jit:" + hashlib.sha256(bytes(ll) + json.dumps(drivers).encode()).hexdigest()   # IR + re-emitted drivers
         if key not in _warned:
             _warned.add(key)
             log.warning("native kernels compiled for %s (%s) are rebuilt for this host: %s",
                         meta.get("cpu"), meta.get("triple"), reason or "no shared object")
         with _lock:
-            jit = _loaded.get(key)
-            if jit is None:
-                try:
-                    from ..codegen.jit import jit_library
-                except ImportError as e:
-                    raise ConverterError(RET_ERROR, f"native code cannot run here ({reason}) and rebuilding it "
-                                                    f"needs llvmlite: {e}") from None
-                jit = _loaded[key] = jit_library(ll.decode())
-        return cls(meta, jit.address, jit, True, num_threads)
+            built = _loaded.get(key)
+            if built is None:
+                if jit is None:
+                    raise ConverterError(RET_ERROR, f"native code cannot run here ({reason or 'no shared object'}) "
+                                                    "and rebuilding it needs the code generator: load the model "
+                                                    "with converter_lite.load (it hands the runtime one)")
+                built = _loaded[key] = jit(bytes(ll).decode(), drivers)
+        return cls(meta, built.address, built, True, num_threads)
 
     def support(self, symbol: str) -> int | None:
         """Address of the support function ``symbol`` (codegen/support.py), or None when the model's native

@@ -43,7 +43,8 @@ from ..errors import RET_OP_EXECUTE_FAILURE, ConverterError
 from ..ir.core import Graph, Node
 from .arena import ALIGN, plan_memory
 from .lowering import KernelEntry, Program, lower
-from .runlist import RUN_SYMBOL, batch
+from ..kernels.runlist.abi import RUN_SYMBOL
+from ..kernels.runlist.bind import batch
 from .threads import ThreadChooser, blas_enter, blas_exit
 
 MAX_IDLE_EXECUTORS = 4

@@ -22,6 +22,8 @@ import os
 import threading
 from contextlib import contextmanager
 
+from ..kernels.blas import loaded_libraries
+
 # spins (each a pause instruction) an idle OpenMP worker waits before sleeping: ~0.1 ms, enough to stay
 # awake between the kernels of one run, short enough not to hold a core after it
 GOMP_SPINCOUNT = "10000"
@@ -34,7 +36,7 @@ _SET = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "
 class _OpenBLAS:
     def __init__(self):
         self.get = self.set = None
-        for path in _loaded_libraries("openblas"):
+        for path in loaded_libraries("openblas"):
             try:
                 lib = ctypes.CDLL(path)
             except OSError:
@@ -47,14 +49,6 @@ class _OpenBLAS:
                 self.get, self.set = get, set_
                 return
 
-
-def _loaded_libraries(word: str) -> list[str]:
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if word in line.lower() and "/" in line}
-    except OSError:
-        return []
-    return sorted(p for p in paths if ".so" in os.path.basename(p))
 
 
 _blas: _OpenBLAS | None = None
@@ -123,7 +117,7 @@ def blas_limit(num_threads: int):
 def configure_openmp() -> None:
     """Sets a short OpenMP spin before libgomp is loaded (no effect once it is, or if the user chose)."""
     if ("OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ
-            and not _loaded_libraries("libgomp")):
+            and not loaded_libraries("libgomp")):
         os.environ["GOMP_SPINCOUNT"] = GOMP_SPINCOUNT
 
 

@@ -1,19 +1,19 @@
-"""codegen/gemm_driver.py + runtime/gemm_tiles.py: GEMM tiles through numpy's CBLAS, on 1 and 2 pool threads."""
+"""kernels/gemm/ (emit.py + bind.py): GEMM tiles through numpy's CBLAS, on 1 and 2 pool threads."""
 import numpy as np
 import pytest
+from helpers import all_drivers_library
 
-from converter_lite.codegen import build_kernels, gemm_driver
-from converter_lite.codegen.gemm_driver import GEMM_TILES_SYMBOL, TILE_BYTES
-from converter_lite.runtime import gemm_tiles
-from converter_lite.runtime.blas import gemm_entry
-from converter_lite.runtime.gemm_tiles import (
+from converter_lite.kernels.gemm import abi as gemm_driver
+from converter_lite.kernels.gemm.abi import GEMM_TILES_SYMBOL, TILE_BYTES
+from converter_lite.kernels.gemm import bind as gemm_tiles
+from converter_lite.kernels.blas import gemm_entry
+from converter_lite.kernels.gemm.bind import (
     RECORD,
     blas_layout,
     gemm_records,
     gemm_step,
     tile_grid,
 )
-from converter_lite.runtime.native import NativeLibrary
 from converter_lite.runtime.threads import blas_limit
 
 pytestmark = pytest.mark.skipif(gemm_entry(np.float32) is None, reason="numpy's BLAS exposes no CBLAS gemm")
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(gemm_entry(np.float32) is None, reason="numpy's 
 
 @pytest.fixture(scope="module")
 def addr():
-    lib = NativeLibrary.from_sections(build_kernels([], cache_dir="").sections)
+    lib = all_drivers_library()
     a = lib.support(GEMM_TILES_SYMBOL)
     assert a
     yield a
@@ -30,8 +30,7 @@ def addr():
 
 @pytest.fixture(scope="module")
 def jit_addr():
-    bundle = build_kernels([], cache_dir="", link=False)
-    lib = NativeLibrary.from_sections(bundle.sections, trust_native_code=False)
+    lib = all_drivers_library(link=False, trust=False)
     yield lib.support(GEMM_TILES_SYMBOL)
     del lib
 
@@ -56,12 +55,10 @@ def _check(addr, a, b, nt, alpha=1.0, beta=0.0, bias=None, out_shape=None):
     np.testing.assert_allclose(c, want, rtol=tol, atol=tol * max(1, a.shape[-1]))
 
 
-def test_runtime_mirrors_the_record_layout():
+def test_the_record_dtype_follows_the_abi():
     assert RECORD.itemsize == TILE_BYTES == 160
     assert RECORD.names == gemm_driver.FIELDS and len(RECORD.names) == gemm_driver.TILE_FIELDS
     assert all(RECORD.fields[n][1] == 8 * i for i, n in enumerate(gemm_driver.FIELDS))
-    assert (gemm_tiles.GEMM_TILES_SYMBOL, gemm_tiles.KIND_DOUBLE, gemm_tiles.KIND_INT64) == \
-        (gemm_driver.GEMM_TILES_SYMBOL, gemm_driver.KIND_DOUBLE, gemm_driver.KIND_INT64)
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from codegen_testutil import F32, make_graph
 
+from converter_lite import toolchain
 from converter_lite.codegen import build_kernels, kernel_assembly
 from converter_lite.codegen.library import normalize_features, resolve_target
 from converter_lite.errors import ConverterError
@@ -99,8 +100,8 @@ def test_portability_foreign_cpu_is_rebuilt_for_the_host(tmp_path, rng, caplog):
     meta = json.loads(bundle.sections["native/target.json"])
     assert missing_features(meta), meta["required_features"]
     with caplog.at_level(logging.WARNING, logger="converter_lite.native"):
-        lib = NativeLibrary.from_sections(bundle.sections)
-        NativeLibrary.from_sections(bundle.sections)                # warned once per process
+        lib = NativeLibrary.from_sections(bundle.sections, jit=toolchain.jit)
+        NativeLibrary.from_sections(bundle.sections, jit=toolchain.jit)                # warned once per process
     assert lib.rebuilt
     assert sum("rebuilt for this host" in r.message for r in caplog.records) == 1
     x = rng.standard_normal((64, 1000)).astype(np.float32)
@@ -109,7 +110,7 @@ def test_portability_foreign_cpu_is_rebuilt_for_the_host(tmp_path, rng, caplog):
 
 def test_untrusted_native_code_is_rebuilt_from_ir(tmp_path, rng):
     bundle = build_kernels([("chain", _chain())], cache_dir=str(tmp_path))
-    lib = NativeLibrary.from_sections(bundle.sections, trust_native_code=False)
+    lib = NativeLibrary.from_sections(bundle.sections, trust_native_code=False, jit=toolchain.jit)
     assert lib.rebuilt
     x = rng.standard_normal((64, 1000)).astype(np.float32)
     np.testing.assert_allclose(_run(lib, x), np.tanh(x * 0.5 + 0.1) * 2, rtol=1e-6, atol=1e-6)

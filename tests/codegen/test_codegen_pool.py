@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from codegen_testutil import F32, Case, build_library, make_graph
 
+from converter_lite import toolchain
 from converter_lite.runtime.native import NativeLibrary
 
 pytestmark = pytest.mark.needs_cc
@@ -112,7 +113,7 @@ def test_rebuilt_kernels_use_the_pool_too(tmp_path, rng):
     from converter_lite.codegen import build_kernels
     bundle = build_kernels([(c.name, c.graph) for c in CASES], cache_dir=str(tmp_path), num_threads_hint=2,
                            parallel_threshold=1, link=False)
-    lib = NativeLibrary.from_sections(bundle.sections, num_threads=2)
+    lib = NativeLibrary.from_sections(bundle.sections, num_threads=2, jit=toolchain.jit)
     assert lib.rebuilt
     for case in CASES:
         x = rng.standard_normal(case.graph.inputs[0].shape).astype(np.float32)

@@ -1,19 +1,19 @@
-"""codegen/sgemm.py: the native float32 GEMM, called directly and through the tile driver (runtime/gemm_tiles.py)."""
+"""kernels/gemm/emit_sgemm.py: the native float32 GEMM, called directly and through the tile driver (bind.py)."""
 import ctypes
 
 import numpy as np
 import pytest
+from helpers import all_drivers_library
 
-from converter_lite.codegen import build_kernels, sgemm
-from converter_lite.runtime import gemm_tiles
-from converter_lite.runtime.gemm_tiles import (
+from converter_lite.kernels.gemm import abi as sgemm
+from converter_lite.kernels.gemm import bind as gemm_tiles
+from converter_lite.kernels.gemm.bind import (
     GemmDriver,
     PackedB,
     gemm_records,
     gemm_step,
     tile_grid,
 )
-from converter_lite.runtime.native import NativeLibrary
 
 I, P, F, I32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float, ctypes.c_int32
 SGEMM = ctypes.CFUNCTYPE(None, I32, I32, I32, I, I, I, F, P, I, P, I, F, P, I)
@@ -21,16 +21,11 @@ SGEMM = ctypes.CFUNCTYPE(None, I32, I32, I32, I, I, I, F, P, I, P, I, F, P, I)
 
 @pytest.fixture(scope="module", params=["linked", "jit"])
 def lib(request):
-    bundle = build_kernels([], cache_dir="", link=request.param == "linked")
-    lib = NativeLibrary.from_sections(bundle.sections, trust_native_code=request.param == "linked")
+    linked = request.param == "linked"
+    lib = all_drivers_library(link=linked, trust=linked)
     assert lib.support(sgemm.SGEMM_SYMBOL)
     yield lib
     del lib
-
-
-def test_runtime_mirrors_the_codegen_constants():
-    assert (gemm_tiles.SGEMM_SYMBOL, gemm_tiles.PACKED, gemm_tiles.FLAG_WIDE, gemm_tiles.PANEL) == \
-        (sgemm.SGEMM_SYMBOL, sgemm.PACKED, sgemm.FLAG_WIDE, sgemm.NR)
 
 
 def test_packed_layout():
@@ -52,7 +47,7 @@ def _call(lib, a, b, c, ta=False, tb="N", alpha=1.0, beta=0.0, wide=True):
     if tb == "T":
         b_s, ldb, code = np.ascontiguousarray(b.T), k, sgemm.TRANS
     elif tb == "P":
-        b_s, ldb, code = PackedB(b).data, k * sgemm.NR, sgemm.PACKED
+        b_s, ldb, code = PackedB(b).data, k * sgemm.PANEL, sgemm.PACKED
     else:
         b_s, ldb, code = np.ascontiguousarray(b), n, sgemm.NO_TRANS
     fn = SGEMM(lib.support(sgemm.SGEMM_SYMBOL))
@@ -123,7 +118,7 @@ def test_tiles_with_packed_weights_and_bias(lib, rng, nt, monkeypatch):
     assert (rec["fn"] == drv.sgemm).all() and (rec["transB"] == sgemm.PACKED).all()
     if nt > 1:                                                      # N split at panel boundaries only
         starts = (rec["C"] - c.ctypes.data) // 4
-        assert len(rec) > 1 and (starts % sgemm.NR == 0).all()
+        assert len(rec) > 1 and (starts % sgemm.PANEL == 0).all()
     step = gemm_step(drv, x.reshape(74, 48), packed, c, nt, 1.0, 1.0, bias)
     step()
     step()

@@ -265,3 +265,13 @@ def test_load_time_of_50mb_weights(tmp_path):
     dt = time.perf_counter() - t0
     print(f"\nload of {os.path.getsize(path) / 1e6:.1f} MB model: {dt * 1e3:.1f} ms")
     assert m.graph.outputs[11].const[123] == 11
+
+
+def test_a_version_1_file_asks_to_be_reconverted(tmp_path):
+    """Version 1 left the choice of native drivers to the runtime (and linked every driver): such a file is
+    refused with a message that says to reconvert it, naming the file."""
+    p = tmp_path / "old.ms"
+    save_model(p, Graph("g"), {})
+    data = p.read_bytes()
+    p.write_bytes(data[:4] + struct.pack("<I", 1) + data[8:])
+    _expect_error(p, r"format version 1 \(converted by an older converter_lite\).*reconvert the model")

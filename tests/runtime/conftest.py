@@ -1,13 +1,12 @@
 """Fixtures shared by the runtime tests."""
 import pytest
-
-from converter_lite.codegen import build_kernels
-from converter_lite.runtime.native import NativeLibrary
+from helpers import all_drivers_library
 
 
 class SupportResolver:
-    """A plan resolver with no fused kernels that carries a library of support functions (the native GEMM and
-    convolution drivers) for the fast kernels to use."""
+    """A plan resolver with no fused kernels that carries a library of every native driver (GEMM, convolutions,
+    resize) for the fast kernels to use; the graphs planned with it record their drivers first
+    (``helpers.record_drivers``), as converted graphs do."""
 
     def __init__(self, library):
         self.library = library
@@ -18,4 +17,4 @@ class SupportResolver:
 
 @pytest.fixture(scope="module")
 def resolver():
-    return SupportResolver(NativeLibrary.from_sections(build_kernels([], cache_dir="").sections))
+    return SupportResolver(all_drivers_library())

@@ -4,7 +4,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from converter_lite.runtime.blas import NO_TRANS, ROW_MAJOR, TRANS, gemm_entry
+from converter_lite.kernels.blas import NO_TRANS, ROW_MAJOR, TRANS, gemm_entry
 
 
 def _call(entry, ctype, order, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, alpha=1.0, beta=0.0):

@@ -1,4 +1,4 @@
-"""codegen/conv_depthwise.py + runtime/conv_depthwise.py: depthwise Convs left as Conv (here: the expander
+"""kernels/conv_depthwise/ (emit.py + bind.py): depthwise Convs left as Conv (here: the expander
 disabled) run on the native driver; results against onnxruntime, the epilogue, and the declines."""
 import numpy as np
 import onnx.helper as oh
@@ -6,17 +6,9 @@ import pytest
 from helpers import make_model, run_ort, tensor_info
 
 import converter_lite
-from converter_lite.codegen import conv_depthwise as codegen_dw
-from converter_lite.runtime import conv_depthwise
+from converter_lite.kernels.conv_depthwise import bind as conv_depthwise
 
 FLAGS = "--opt_level=2 --disable_expand_ops=Conv"
-
-
-def test_runtime_mirrors_the_codegen_record():
-    assert (conv_depthwise.SYMBOL, conv_depthwise.FIELDS, conv_depthwise.MAX_KW) == \
-        (codegen_dw.DEPTHWISE_SYMBOL, codegen_dw.FIELDS, codegen_dw.MAX_KW)
-    assert (conv_depthwise.MAX_WIDTH, conv_depthwise.ZERO_MARGIN, conv_depthwise.VL) == \
-        (codegen_dw.MAX_WIDTH, codegen_dw.ZERO_MARGIN, codegen_dw.VL)
 
 
 def _model(rng, n, c, h, w, k, strides=(1, 1), pads=(0, 0, 0, 0), dil=(1, 1), bias=True, epilogue=None):

@@ -1,4 +1,4 @@
-"""runtime/conv_direct.py + codegen/conv_direct.py, codegen/conv_pointwise.py: dense float32 Conv through the
+"""kernels/conv_direct/ and kernels/conv_pointwise/: dense float32 Conv through the
 direct (register-tiled, no im2col) drivers, against the reference kernel on 1, 2 and 3 threads, with the 16- and
 32-register tile sets, 1x1 convolutions through both the pointwise and the direct driver:
 strides 1/2 (mixed), asymmetric and absorbed pads, dilations, groups, batches, channel counts that are not
@@ -7,12 +7,16 @@ NaN/inf propagation; and a converted model against onnxruntime."""
 from __future__ import annotations
 
 import numpy as np
+from helpers import record_drivers
 import onnx.helper as oh
 import pytest
 
-from converter_lite.codegen import conv_direct as codegen_direct
 from converter_lite.ops.interpret import eval_graph
-from converter_lite.runtime import conv_direct
+from converter_lite.codegen import vector
+from converter_lite.kernels.conv_direct import bind as conv_direct
+from converter_lite.kernels.conv_direct import emit as direct_emit
+from converter_lite.runtime.lowering import NodeCtx
+from converter_lite.kernels.conv_pointwise import bind as conv_pointwise
 from converter_lite.runtime.plan import Plan
 from tests.helpers import run_ort
 from tests.runtime.test_fast_conv_native import CASES, _arr, _fused_model, _graph
@@ -45,12 +49,12 @@ POINTWISE_CASES = [
 ]
 ALL = CASES + EXTRA_CASES + POINTWISE_CASES
 DESCS = (len(conv_direct.FIELDS) + conv_direct.EXTRA,
-         len(conv_direct.PointwiseConv.FIELDS) + conv_direct.PointwiseConv.EXTRA)
+         len(conv_pointwise.PointwiseConv.FIELDS) + conv_pointwise.PointwiseConv.EXTRA)
 
 
 @pytest.fixture(params=[True, False], ids=["wide", "narrow"])
 def wide(request, monkeypatch):
-    monkeypatch.setattr(conv_direct, "wide_vectors", lambda library: request.param)
+    monkeypatch.setattr(NodeCtx, "wide_vectors", lambda self: request.param)
     return request.param
 
 
@@ -72,7 +76,7 @@ def _run_and_record(plan, x, want, nt):
 def _check(resolver, x, w, b, attrs, pad=None, threads=(1, 2, 3)):
     g = _graph(x, w, b, attrs, pad)
     want = eval_graph(g, [x])[0]
-    plan = Plan(g, resolver, num_threads=max(threads), adaptive=False)
+    plan = Plan(record_drivers(g), resolver, num_threads=max(threads), adaptive=False)
     for nt in threads:
         for _ in range(2):                                      # a second run reuses the bound steps
             got = plan.execute([x], num_threads=nt)[0]
@@ -103,7 +107,7 @@ def test_nan_and_inf_propagate(resolver):
     x[0, 1, 4, 4], x[0, 2, 0, 0], x[0, 3, 8, 2] = np.nan, np.inf, -np.inf
     g = _graph(x, w, b, {"pads": (1, 1, 1, 1)})
     want = eval_graph(g, [x])[0]
-    got = Plan(g, resolver, num_threads=2, adaptive=False).execute([x], num_threads=2)[0]
+    got = Plan(record_drivers(g), resolver, num_threads=2, adaptive=False).execute([x], num_threads=2)[0]
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     finite = np.isfinite(want)
     np.testing.assert_array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
@@ -114,26 +118,17 @@ def test_other_column_strides_and_float64_use_other_paths(resolver):
     rng = np.random.default_rng(1)
     x, w = _arr(rng, 1, 3, 12, 12), _arr(rng, 4, 3, 3, 3)
     g = _graph(x, w, None, {"strides": (3, 3)})
-    plan = Plan(g, resolver, num_threads=1, adaptive=False)
+    plan = Plan(record_drivers(g), resolver, num_threads=1, adaptive=False)
     np.testing.assert_allclose(plan.execute([x])[0], eval_graph(g, [x])[0], rtol=1e-4, atol=1e-4)
     descs = [getattr(c, "conv_desc", None) for c in plan._free[-1].calls(1)]
     assert all(d is None or len(d) not in DESCS for d in descs)
 
 
-def test_record_layouts_match_the_drivers():
-    from converter_lite.codegen import conv_pointwise
-    assert conv_direct.FIELDS == codegen_direct.FIELDS and conv_direct.SYMBOL == codegen_direct.DIRECT_SYMBOL
-    assert conv_direct.VL == codegen_direct.VL and conv_direct.STRIDES == codegen_direct.STRIDES
-    assert conv_direct.PointwiseConv.FIELDS == conv_pointwise.FIELDS
-    assert conv_direct.PointwiseConv.MR == conv_pointwise.MR
-    assert conv_direct.POINTWISE_SYMBOL == conv_pointwise.POINTWISE_SYMBOL
-
-
 def test_pointwise_choice():
     from types import SimpleNamespace
     geo = lambda c, h, w: SimpleNamespace(c=c, group=1, h=h, w=w)
-    assert conv_direct.pointwise_pays(geo(8, 40, 40), True)
-    assert not conv_direct.pointwise_pays(geo(160, 5, 5), True)
+    assert conv_pointwise.pointwise_pays(geo(8, 40, 40), True)
+    assert not conv_pointwise.pointwise_pays(geo(160, 5, 5), True)
 
 
 def test_transpose_is_a_transpose():
@@ -144,16 +139,16 @@ def test_transpose_is_a_transpose():
 
     from converter_lite.codegen.jit import jit_library
     from converter_lite.codegen.types import F32, VOID
-    vec = ir.VectorType(F32, codegen_direct.VL)
+    vec = ir.VectorType(F32, vector.VL)
     module = ir.Module("t")
     fn = ir.Function(module, ir.FunctionType(VOID, [vec.as_pointer(), vec.as_pointer()]), "tr")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    rows = [b.load(b.gep(fn.args[0], [ir.Constant(ir.IntType(64), i)]), align=4) for i in range(codegen_direct.VL)]
-    for i, v in enumerate(codegen_direct.transpose(b, rows)):
+    rows = [b.load(b.gep(fn.args[0], [ir.Constant(ir.IntType(64), i)]), align=4) for i in range(vector.VL)]
+    for i, v in enumerate(vector.transpose(b, rows)):
         b.store(v, b.gep(fn.args[1], [ir.Constant(ir.IntType(64), i)]), align=4)
     b.ret_void()
     lib = jit_library(str(module))
-    src = np.arange(codegen_direct.VL ** 2, dtype=np.float32).reshape(codegen_direct.VL, -1)
+    src = np.arange(vector.VL ** 2, dtype=np.float32).reshape(vector.VL, -1)
     dst = np.zeros_like(src)
     ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(lib.address("tr"))(src.ctypes.data, dst.ctypes.data)
     np.testing.assert_array_equal(dst, src.T)
@@ -236,11 +231,11 @@ def test_pointwise_splits_small_images_by_channel_blocks(resolver, monkeypatch):
 def _wide_plan(resolver, monkeypatch, x, w, b, attrs, threads, pointwise=False):
     """One Conv on the 16-block wide tiles (1x1 ones on the pointwise driver when ``pointwise``), planned for
     up to ``threads`` threads: (plan, reference output)."""
-    monkeypatch.setattr(conv_direct, "wide_vectors", lambda library: True)
+    monkeypatch.setattr(NodeCtx, "wide_vectors", lambda self: True)
     if pointwise:
         monkeypatch.setattr(conv_direct, "pointwise_pays", lambda geo, wide: True)
     g = _graph(x, w, b, attrs)
-    return Plan(g, resolver, num_threads=threads, adaptive=False), eval_graph(g, [x])[0]
+    return Plan(record_drivers(g), resolver, num_threads=threads, adaptive=False), eval_graph(g, [x])[0]
 
 
 def _padded_3x3(resolver, monkeypatch, rng, cg, m, group, hw, bias):
@@ -259,7 +254,7 @@ def test_direct_chunks_are_rows_of_every_channel(resolver, monkeypatch, m, group
     per chunk)."""
     plan, x, want = _padded_3x3(resolver, monkeypatch, np.random.default_rng(5), 8, m, group, (24, 24), True)
     n = len(conv_direct.FIELDS)
-    assert 24 * 24 >= codegen_direct.ROWS_MIN_PIXELS
+    assert 24 * 24 >= direct_emit.ROWS_MIN_PIXELS
     tiles = 24 * 2                                # 24 rows of two 12-column segments (12 pixels per tile)
     for nt in (1, 2):
         desc = _run_and_record(plan, x, want, nt)

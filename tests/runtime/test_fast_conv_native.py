@@ -1,4 +1,4 @@
-"""runtime/fast_conv.py on the native convolution tile driver (runtime/conv_native.py, codegen/conv_driver.py):
+"""runtime/fast_conv.py on the native convolution tile driver (kernels/conv_tiles/):
 dense Conv steps bound to one driver call, checked against the reference kernel and onnxruntime on 1 and 2
 threads (strides, asymmetric pads, dilations, groups, kernel sizes, batches, bias or not, float32/float64,
 tiles that start and end inside output rows); the numpy path without native code.  The direct driver
@@ -7,6 +7,7 @@ own tests are test_conv_direct.py."""
 from __future__ import annotations
 
 import numpy as np
+from helpers import record_drivers
 import onnx.helper as oh
 import pytest
 
@@ -14,8 +15,10 @@ from converter_lite.ir import Graph, Node, TensorType, Value
 from converter_lite.ir.dtype import DType
 from converter_lite.ops.interpret import eval_graph
 from converter_lite.ops.registry import infer_types
-from converter_lite.runtime import conv_direct, conv_native
-from converter_lite.runtime.blas import gemm_entry
+from converter_lite.kernels.conv_direct import bind as conv_direct
+from converter_lite.kernels.conv_pointwise import bind as conv_pointwise
+from converter_lite.kernels.conv_tiles import bind as conv_native
+from converter_lite.kernels.blas import gemm_entry
 from converter_lite.runtime.plan import Plan
 from tests.helpers import make_model, run_ort, tensor_info
 
@@ -24,8 +27,11 @@ pytestmark = pytest.mark.skipif(gemm_entry(np.float32) is None, reason="numpy's 
 
 @pytest.fixture(autouse=True)
 def im2col_driver(monkeypatch):
-    """Every Conv here goes to the im2col + BLAS driver (or numpy), not the direct one."""
+    """Every Conv here goes to the im2col + BLAS driver (or numpy), not the direct one: the converter records
+    the tile driver for every dense Conv, and the direct driver declines."""
+    from converter_lite.kernels.conv_tiles import abi
     monkeypatch.setattr(conv_direct, "applies", lambda geo: False)
+    monkeypatch.setattr(abi, "select", lambda node: tuple(abi.CONV_SYMBOLS.values()) if node.op == "Conv" else ())
 
 
 def _graph(x, w, b, attrs, pad=None):
@@ -46,7 +52,7 @@ def _graph(x, w, b, attrs, pad=None):
 def _run(resolver, x, w, b, attrs, driver=True, pad=None, shared=None):
     g = _graph(x, w, b, attrs, pad)
     want = eval_graph(g, [x])[0]
-    plan = Plan(g, resolver, num_threads=2, adaptive=False)
+    plan = Plan(record_drivers(g), resolver, num_threads=2, adaptive=False)
     tol = 1e-4 if x.dtype == np.float32 else 1e-12
     for nt in (1, 2):
         for _ in range(2):                                      # a second run reuses the bound steps
@@ -119,11 +125,6 @@ def test_absorbed_pad_and_auto_pad(resolver):
     _run(resolver, x, w, b, {"pads": (1, 0, 0, 1)}, pad=(0, 0, 2, 1, 0, 0, 0, 3))
     _run(resolver, x, w, b, {"auto_pad": "SAME_UPPER", "strides": (2, 2)})
 
-
-def test_record_layout_matches_the_driver():
-    from converter_lite.codegen import conv_driver
-    assert conv_native.FIELDS == conv_driver.FIELDS and conv_native.LAYOUT == conv_driver.LAYOUT
-    assert sorted(conv_native.SYMBOLS.values()) == sorted(conv_driver.CONV_SYMBOLS.values())
 
 
 def test_no_native_library_keeps_numpy():
@@ -207,6 +208,6 @@ def test_every_thread_count_fits_the_workspace(resolver, monkeypatch):
     x, w, b = _arr(rng, 2, 8, 9, 11), _arr(rng, 12, 8, 3, 3), _arr(rng, 12)
     g = _graph(x, w, b, {"pads": (1, 1, 1, 1)})
     want = eval_graph(g, [x])[0]
-    plan = Plan(g, resolver, num_threads=4, adaptive=False)
+    plan = Plan(record_drivers(g), resolver, num_threads=4, adaptive=False)
     for nt in (1, 2, 3, 4):
         np.testing.assert_allclose(plan.execute([x], num_threads=nt)[0], want, rtol=1e-4, atol=1e-4)

@@ -3,13 +3,14 @@ against the reference kernels and onnxruntime, on 1 and 2 threads; the numpy pat
 from __future__ import annotations
 
 import numpy as np
+from helpers import record_drivers
 import onnx.helper as oh
 import pytest
 from runtime_graphs import single_node_graph
 
 from converter_lite.ops.interpret import eval_graph
-from converter_lite.runtime import gemm_tiles
-from converter_lite.runtime.blas import gemm_entry
+from converter_lite.kernels.gemm import bind as gemm_tiles
+from converter_lite.kernels.blas import gemm_entry
 from converter_lite.runtime.plan import Plan
 from tests.helpers import make_model, run_ort, tensor_info
 
@@ -23,7 +24,7 @@ def _graph(op, inputs, attrs, consts):
 def _run(resolver, op, inputs, attrs=None, consts=(), threads=(1, 2), driver=True):
     g, feeds = _graph(op, inputs, attrs, consts)
     want = eval_graph(g, feeds)[0]
-    plan = Plan(g, resolver, num_threads=max(threads), adaptive=False)
+    plan = Plan(record_drivers(g), resolver, num_threads=max(threads), adaptive=False)
     tol = 2e-5 if want.dtype == np.float32 else 1e-12
     for nt in threads:
         for _ in range(2):                                      # a second run reuses the bound steps
@@ -77,7 +78,7 @@ def test_no_native_library_keeps_numpy():
 def test_integer_matmul_keeps_the_reference(resolver):
     a = np.arange(12, dtype=np.int32).reshape(3, 4)
     g, feeds = _graph("MatMul", [a, a.T.copy()], None, ())
-    plan = Plan(g, resolver, num_threads=2, adaptive=False)
+    plan = Plan(record_drivers(g), resolver, num_threads=2, adaptive=False)
     np.testing.assert_array_equal(plan.execute(feeds)[0], a @ a.T)
 
 
@@ -132,7 +133,7 @@ def test_concurrent_runs_share_the_pool(resolver):
     rng = np.random.default_rng(9)
     a, w = _arr(rng, 2, 64, 96), _arr(rng, 96, 80)
     g, feeds = _graph("MatMul", [a, w], None, (1,))
-    plan = Plan(g, resolver, num_threads=2, adaptive=False)
+    plan = Plan(record_drivers(g), resolver, num_threads=2, adaptive=False)
     want = eval_graph(g, feeds)[0]
     errors = []
 

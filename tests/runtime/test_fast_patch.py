@@ -5,11 +5,12 @@ non-square patches, inputs whose size is not a multiple of the patch, float64; C
 from __future__ import annotations
 
 import numpy as np
+from helpers import record_drivers
 import onnx.helper as oh
 import pytest
 
 from converter_lite.ops.interpret import eval_graph
-from converter_lite.runtime.blas import gemm_entry
+from converter_lite.kernels.blas import gemm_entry
 from converter_lite.runtime.plan import Plan
 from tests.helpers import make_model, run_ort, tensor_info
 from tests.runtime.runtime_graphs import single_node_graph
@@ -27,7 +28,7 @@ CASES = [  # x shape, w shape, attrs
 def _run(resolver, x, w, b, attrs, patched=True):
     g, feeds = single_node_graph("Conv", [x, w, b], attrs, consts=(1, 2), name="conv")
     want = eval_graph(g, feeds)[0]
-    plan = Plan(g, resolver, num_threads=2, adaptive=False)
+    plan = Plan(record_drivers(g), resolver, num_threads=2, adaptive=False)
     tol = 1e-4 if x.dtype == np.float32 else 1e-12
     for nt in (1, 2):
         for _ in range(2):                                      # a second run reuses the bound steps

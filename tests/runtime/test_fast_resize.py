@@ -1,4 +1,4 @@
-"""Linear Resize of the last two axes through the native driver (runtime/fast_resize.py, codegen/resize.py):
+"""Linear Resize of the last two axes through the native driver (kernels/resize_linear/, runtime/fast_resize.py):
 every coordinate mode, up- and down-scaling, scales or sizes, the last axis alone, leading axes of any rank,
 against onnxruntime on 1 and 2 threads; infinities and NaN as the reference kernel; the declined cases."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from helpers import run_ort, single_op_model
 import converter_lite
 from converter_lite.frontend.onnx_import import import_model
 from converter_lite.ops.interpret import eval_graph
-from converter_lite.runtime import fast_resize
+from converter_lite.kernels.resize_linear import abi as fast_resize
 
 FLAGS = "--opt_level=2"
 
@@ -87,9 +87,3 @@ def test_declined_cases_keep_the_reference(tmp_path, rng, case):
     assert not any(d is not None and len(d) == len(fast_resize.FIELDS) + fast_resize.EXTRA for d in descs)
     want = eval_graph(import_model(model), {"x": x})[0]         # onnxruntime refuses a linear channel resize
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-
-
-def test_record_layout_matches_the_driver():
-    from converter_lite.codegen import resize
-    assert fast_resize.FIELDS == resize.FIELDS and fast_resize.MAX_WIDTH == resize.MAX_WIDTH
-    assert fast_resize.SYMBOL == resize.RESIZE_LINEAR_SYMBOL

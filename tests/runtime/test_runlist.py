@@ -1,4 +1,4 @@
-"""runtime/runlist.py + codegen/runlist.py: runs of native steps executed as one foreign call."""
+"""kernels/runlist/ (bind.py + emit.py): runs of native steps executed as one foreign call."""
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -6,13 +6,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import converter_lite
-from converter_lite.codegen import runlist as codegen_runlist
-from converter_lite.runtime import runlist
+from converter_lite.kernels.runlist import bind as runlist
 from converter_lite.runtime.plan import Executor
-
-
-def test_runtime_mirrors_the_codegen_layout():
-    assert (runlist.RUN_SYMBOL, runlist.RUN_FIELDS) == (codegen_runlist.RUN_SYMBOL, codegen_runlist.RUN_FIELDS)
 
 
 def test_batch_merges_only_runs_of_native_steps():

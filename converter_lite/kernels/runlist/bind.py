@@ -1,4 +1,4 @@
-"""Runs of consecutive native steps as one foreign call (the runner of codegen/runlist.py).
+"""Runs of consecutive native steps as one foreign call (the runner emitted by emit.py).
 
 A bound step is a zero-argument callable; one that does nothing but call native code carries that call as
 its ``native`` attribute, ``(fn, nargs, a0, a1, a2)``: ``fn(a0, a1)`` or ``fn(a0, a1, a2)`` with ``a0`` an
@@ -6,9 +6,6 @@ address (``tag``).  ``batch(calls, runner)`` replaces every run of two or more s
 hands their records to the runner ``cl_run_steps_v1`` in one ctypes call: the interpreter and ctypes work of
 the others (~0.3-0.5 us a step) goes.  Steps keep their order, so the plan's semantics do not change; numpy
 steps between native ones end a run.
-
-The runner's symbol and record layout mirror codegen/runlist.py (the runtime does not import codegen, which
-needs llvmlite; tests/runtime/test_runlist.py checks that the two agree).
 """
 from __future__ import annotations
 
@@ -17,8 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-RUN_SYMBOL = "cl_run_steps_v1"
-RUN_FIELDS = 5
+from .abi import RUN_FIELDS, RUN_SYMBOL  # noqa: F401  (RUN_SYMBOL: the plan looks the runner up by it)
+
 _RUNNER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
 
 

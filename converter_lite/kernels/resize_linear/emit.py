@@ -22,20 +22,17 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .conv_direct import _c, _cdiv, _min
-from .internal import driver_entry
-from .loops import for_range
-from .pool import BODY_TYPE, declare_pool
-from .types import BYTE_PTR_PTR, F32, I32, I64
+from ...codegen.internal import driver_entry
+from ...codegen.loops import for_range
+from ...codegen.threadpool import BODY_TYPE, declare_pool
+from ...codegen.types import BYTE_PTR_PTR, F32, I32, I64
+from ...codegen.vector import FP, I64P, c64, cdiv, smin
+from .abi import EXTRA, FIELDS, MAX_WIDTH
+from .abi import SYMBOL as RESIZE_LINEAR_SYMBOL
 
-RESIZE_LINEAR_SYMBOL = "cl_resize_linear_v1_f32"
-FIELDS = ("planes", "h", "w", "oh", "ow", "x", "y", "rows", "wrows", "cols", "wcols")
 _F = {name: i for i, name in enumerate(FIELDS)}
-MAX_WIDTH = 8192                   # input columns of the stack row (32 KB)
 CHUNKS_PER_THREAD = 4
 VECTORIZE = {"llvm.loop.vectorize.enable": True}
-FP = F32.as_pointer()
-I64P = I64.as_pointer()
 
 
 def _emit_body(module: ir.Module) -> ir.Function:
@@ -43,9 +40,9 @@ def _emit_body(module: ir.Module) -> ir.Function:
     fn.linkage = "internal"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     d = b.bitcast(fn.args[0], I64P)
-    f = {name: b.load(b.gep(d, [_c(i)]), name=name) for name, i in _F.items()}
-    rpc = b.load(b.gep(d, [_c(len(FIELDS))]))
-    tmp = b.alloca(F32, _c(MAX_WIDTH))
+    f = {name: b.load(b.gep(d, [c64(i)]), name=name) for name, i in _F.items()}
+    rpc = b.load(b.gep(d, [c64(len(FIELDS))]))
+    tmp = b.alloca(F32, c64(MAX_WIDTH))
     tmp.align = 64
     h, w, oh, ow = f["h"], f["w"], f["oh"], f["ow"]
     x, y = b.inttoptr(f["x"], FP), b.inttoptr(f["y"], FP)
@@ -53,11 +50,11 @@ def _emit_body(module: ir.Module) -> ir.Function:
     cols, wcols = b.inttoptr(f["cols"], I32.as_pointer()), b.inttoptr(f["wcols"], FP)
     units = b.mul(f["planes"], oh)
     u0 = b.mul(fn.args[1], rpc)
-    with for_range(b, u0, _min(b, b.add(u0, rpc), units), "u") as u:
+    with for_range(b, u0, smin(b, b.add(u0, rpc), units), "u") as u:
         p, oy = b.sdiv(u, oh), b.srem(u, oh)
-        two = b.mul(oy, _c(2))
-        ia, ib = b.load(b.gep(rows, [two])), b.load(b.gep(rows, [b.add(two, _c(1))]))
-        wa, wb = b.load(b.gep(wrows, [two])), b.load(b.gep(wrows, [b.add(two, _c(1))]))
+        two = b.mul(oy, c64(2))
+        ia, ib = b.load(b.gep(rows, [two])), b.load(b.gep(rows, [b.add(two, c64(1))]))
+        wa, wb = b.load(b.gep(wrows, [two])), b.load(b.gep(wrows, [b.add(two, c64(1))]))
         plane = b.mul(p, h)
         xa = b.gep(x, [b.mul(b.add(plane, ia), w)])
         xb = b.gep(x, [b.mul(b.add(plane, ib), w)])
@@ -81,11 +78,15 @@ def emit_resize_linear(module: ir.Module) -> ir.Function:
     pool = declare_pool(module)
     fn, b, desc, nt = driver_entry(module, RESIZE_LINEAR_SYMBOL)
     d = b.bitcast(desc, I64P)
-    units = b.mul(b.load(b.gep(d, [_c(_F["planes"])])), b.load(b.gep(d, [_c(_F["oh"])])))
-    want = b.mul(nt, _c(CHUNKS_PER_THREAD))
-    rpc = _cdiv(b, units, want)
-    rpc = b.select(b.icmp_signed("<", rpc, _c(1)), _c(1), rpc)
-    b.store(rpc, b.gep(d, [_c(len(FIELDS))]))
-    b.call(pool, [body, b.bitcast(desc, BYTE_PTR_PTR), _cdiv(b, units, rpc), nt])
+    units = b.mul(b.load(b.gep(d, [c64(_F["planes"])])), b.load(b.gep(d, [c64(_F["oh"])])))
+    want = b.mul(nt, c64(CHUNKS_PER_THREAD))
+    rpc = cdiv(b, units, want)
+    rpc = b.select(b.icmp_signed("<", rpc, c64(1)), c64(1), rpc)
+    b.store(rpc, b.gep(d, [c64(len(FIELDS))]))
+    b.call(pool, [body, b.bitcast(desc, BYTE_PTR_PTR), cdiv(b, units, rpc), nt])
     b.ret_void()
     return fn
+
+
+assert EXTRA == 1                         # rows per chunk, written by the entry point
+EMITTERS = {RESIZE_LINEAR_SYMBOL: emit_resize_linear}

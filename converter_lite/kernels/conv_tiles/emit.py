@@ -55,25 +55,21 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .loops import for_range
-from .pool import BODY_TYPE, declare_pool
-from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I8, I32, I64, VOID
+from ...codegen.loops import for_range
+from ...codegen.threadpool import BODY_TYPE, declare_pool
+from ...codegen.types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I8, I32, I64, VOID
+from ..blas import NO_TRANS, ROW_MAJOR
+from .abi import CONV_SYMBOLS, FIELDS, LAYOUT  # noqa: F401
 
-LAYOUT = 2                        # bumped with every change of FIELDS: a model's code and the runtime must agree
-CONV_SYMBOLS = {"float32": f"cl_conv2d_tiles_v{LAYOUT}_f32", "float64": f"cl_conv2d_tiles_v{LAYOUT}_f64"}
-FIELDS = ("n", "c", "h", "w", "m", "group", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "oh", "ow",
-          "x", "wt", "bias", "y", "residual", "scratch", "slot_bytes", "tile_p", "tile_m", "n_ptiles", "n_mtiles",
-          "gemm", "int64", "direct", "clamp", "lo", "hi", "shared", "cur", "n_cparts", "nslots")
 _F = {name: i for i, name in enumerate(FIELDS)}
-CBLAS_ROW_MAJOR, CBLAS_NO_TRANS = 101, 111
 VECTOR_BYTES = 64                   # im2col vector width (masked loads; LLVM splits it where vectors are narrower)
 
 
-def _c(v: int) -> ir.Constant:
+def c64(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
 
 
-def _min(b, x, y):
+def smin(b, x, y):
     return b.select(b.icmp_signed("<", x, y), x, y)
 
 
@@ -116,15 +112,15 @@ class _Body:
                                                      name)
 
     def get(self, name: str) -> ir.Value:
-        return self.b.load(self.b.gep(self.desc, [_c(_F[name])]), name=name)
+        return self.b.load(self.b.gep(self.desc, [c64(_F[name])]), name=name)
 
     def ptr(self, name: str) -> ir.Value:
         return self.b.inttoptr(self.get(name), self.fp)
 
     def zero(self, dst, count) -> None:
         b = self.b
-        with b.if_then(b.icmp_signed(">", count, _c(0))):
-            b.call(self.memset, [b.bitcast(dst, BYTE_PTR), ir.Constant(I8, 0), b.mul(count, _c(self.es)),
+        with b.if_then(b.icmp_signed(">", count, c64(0))):
+            b.call(self.memset, [b.bitcast(dst, BYTE_PTR), ir.Constant(I8, 0), b.mul(count, c64(self.es)),
                                  ir.Constant(I1, 0)])
 
     def emit(self) -> ir.Function:
@@ -135,7 +131,7 @@ class _Body:
             mt, rest = b.srem(chunk, f["n_mtiles"]), b.sdiv(chunk, f["n_mtiles"])
             pt, rest = b.srem(rest, f["n_ptiles"]), b.sdiv(rest, f["n_ptiles"])
         else:                                                # shared mode: image (n, g) = cur
-            rest, mt, pt = f["cur"], chunk, _c(0)
+            rest, mt, pt = f["cur"], chunk, c64(0)
         g, n = b.srem(rest, f["group"]), b.sdiv(rest, f["group"])
         cg, mg = b.sdiv(f["c"], f["group"]), b.sdiv(f["m"], f["group"])
         k = b.mul(cg, b.mul(f["kh"], f["kw"]))
@@ -143,17 +139,17 @@ class _Body:
         xbase = b.gep(self.ptr("x"), [b.mul(b.add(b.mul(n, f["c"]), b.mul(g, cg)), hw)])
         scratch = b.inttoptr(self.get("scratch"), BYTE_PTR)
         if self.kind == "cols":                              # channels [c0, c1) of the image's columns
-            per = b.sdiv(b.add(cg, b.sub(f["n_cparts"], _c(1))), f["n_cparts"])
+            per = b.sdiv(b.add(cg, b.sub(f["n_cparts"], c64(1))), f["n_cparts"])
             c0 = b.mul(chunk, per)
-            self.im2col(f, b.bitcast(scratch, self.fp), xbase, c0, _min(b, b.add(c0, per), cg), hw, _c(0), length,
+            self.im2col(f, b.bitcast(scratch, self.fp), xbase, c0, smin(b, b.add(c0, per), cg), hw, c64(0), length,
                         self.row_stride(length))
             b.ret_void()
             return self.fn
         p0 = b.mul(pt, f["tile_p"])
-        p1 = _min(b, b.add(p0, f["tile_p"]), length)
+        p1 = smin(b, b.add(p0, f["tile_p"]), length)
         np_ = b.sub(p1, p0)
         m0 = b.mul(mt, f["tile_m"])
-        nm = b.sub(_min(b, b.add(m0, f["tile_m"]), mg), m0)
+        nm = b.sub(smin(b, b.add(m0, f["tile_m"]), mg), m0)
         mrow = b.add(b.mul(g, mg), m0)                                   # first output channel of the tile
         a = b.gep(self.ptr("wt"), [b.mul(mrow, k)])
         yoff = b.add(b.mul(b.add(b.mul(n, f["m"]), mrow), length), p0)
@@ -164,23 +160,23 @@ class _Body:
             b.ret_void()
             return self.fn
         bptr, ldb, slot = b.alloca(self.fp), b.alloca(I64), b.alloca(I64)
-        with b.if_else(b.icmp_signed("!=", f["direct"], _c(0))) as (direct, cols_):
+        with b.if_else(b.icmp_signed("!=", f["direct"], c64(0))) as (direct, cols_):
             with direct:
                 b.store(b.gep(xbase, [p0]), bptr)
                 b.store(length, ldb)
-                b.store(_c(-1), slot)
+                b.store(c64(-1), slot)
             with cols_:
                 s = self.claim(f["nslots"])
                 cols = b.bitcast(b.gep(scratch, [b.mul(s, f["slot_bytes"])]), self.fp)
                 rs = self.row_stride(np_)
-                self.im2col(f, cols, xbase, _c(0), cg, hw, p0, p1, rs)
+                self.im2col(f, cols, xbase, c64(0), cg, hw, p0, p1, rs)
                 b.store(cols, bptr)
                 b.store(rs, ldb)
                 b.store(s, slot)
         self.gemm(f, nm, np_, k, a, b.load(bptr), b.load(ldb), cmat, length)
         s = b.load(slot)
-        with b.if_then(b.icmp_signed(">=", s, _c(0))):
-            b.store_atomic(_c(0), b.gep(self.desc, [b.add(s, _c(len(FIELDS)))]), "release", 8)
+        with b.if_then(b.icmp_signed(">=", s, c64(0))):
+            b.store_atomic(c64(0), b.gep(self.desc, [b.add(s, c64(len(FIELDS)))]), "release", 8)
         self.epilogue(f, cmat, nm, np_, length, mrow, yoff)
         b.ret_void()
         return self.fn
@@ -193,14 +189,14 @@ class _Body:
         b.branch(head)
         b.position_at_end(head)
         s = b.phi(I64, name="slot")
-        s.add_incoming(_c(0), pre)
-        flag = b.gep(self.desc, [b.add(s, _c(len(FIELDS)))])
-        ok = b.extract_value(b.cmpxchg(flag, _c(0), _c(1), "acquire", "monotonic"), 1)
+        s.add_incoming(c64(0), pre)
+        flag = b.gep(self.desc, [b.add(s, c64(len(FIELDS)))])
+        ok = b.extract_value(b.cmpxchg(flag, c64(0), c64(1), "acquire", "monotonic"), 1)
         b.cbranch(ok, done, retry)
         b.position_at_end(retry)
         b.call(self.pause, [])
-        nxt = b.add(s, _c(1))
-        s.add_incoming(b.select(b.icmp_signed("<", nxt, nslots), nxt, _c(0)), retry)
+        nxt = b.add(s, c64(1))
+        s.add_incoming(b.select(b.icmp_signed("<", nxt, nslots), nxt, c64(0)), retry)
         b.branch(head)
         b.position_at_end(done)
         return s
@@ -209,7 +205,7 @@ class _Body:
         """Elements between rows of ``cols`` for ``np_`` pixels: at least ``np_ + vl - 1`` (the last vector store
         of a row may run past it), a multiple of 16."""
         b = self.b
-        return b.mul(b.sdiv(b.add(np_, _c(self.vl - 1 + 15)), _c(16)), _c(16))
+        return b.mul(b.sdiv(b.add(np_, c64(self.vl - 1 + 15)), c64(16)), c64(16))
 
     def im2col(self, f, cols, xbase, c0, c1, hw, p0, p1, np_) -> None:
         """Rows of channels [c0, c1) of ``cols[K, np_]`` (``np_``: the row stride) for output pixels [p0, p1).
@@ -218,19 +214,19 @@ class _Body:
         b = self.b
         ow, sw, kw = f["ow"], f["sw"], f["kw"]
         los, his = self.lo_hi(f)
-        oh_first, oh_last = b.sdiv(p0, ow), b.sdiv(b.sub(p1, _c(1)), ow)
+        oh_first, oh_last = b.sdiv(p0, ow), b.sdiv(b.sub(p1, c64(1)), ow)
         with for_range(b, c0, c1, "c") as c:
             xc = b.gep(xbase, [b.mul(c, hw)])
             with for_range(b, 0, f["kh"], "i") as i:
                 ihoff = b.sub(b.mul(i, f["dh"]), f["pt"])
                 rows = b.gep(cols, [b.mul(b.mul(b.add(b.mul(c, f["kh"]), i), kw), np_)])   # tap (c, i, 0)
-                with for_range(b, oh_first, b.add(oh_last, _c(1)), "r") as r:
+                with for_range(b, oh_first, b.add(oh_last, c64(1)), "r") as r:
                     rbase = b.mul(r, ow)
-                    s0, s1 = _max(b, p0, rbase), _min(b, p1, b.add(rbase, ow))
+                    s0, s1 = _max(b, p0, rbase), smin(b, p1, b.add(rbase, ow))
                     ow0, ow1 = b.sub(s0, rbase), b.sub(s1, rbase)
                     dst0 = b.gep(rows, [b.sub(s0, p0)])
                     ih = b.add(b.mul(r, f["sh"]), ihoff)
-                    nblk = b.sdiv(b.add(b.sub(ow1, ow0), _c(self.vl - 1)), _c(self.vl))
+                    nblk = b.sdiv(b.add(b.sub(ow1, ow0), c64(self.vl - 1)), c64(self.vl))
                     with b.if_else(b.icmp_unsigned("<", ih, f["h"])) as (inside, outside):
                         with inside:
                             src0 = b.gep(xc, [b.sub(b.mul(ih, f["w"]), f["pl"])])
@@ -241,7 +237,7 @@ class _Body:
                         with outside, for_range(b, 0, kw, "j") as j:
                             dst = b.gep(dst0, [b.mul(j, np_)])
                             with for_range(b, 0, nblk, "z") as z:
-                                self.vstore(self.vzero, dst, b.mul(z, _c(self.vl)))
+                                self.vstore(self.vzero, dst, b.mul(z, c64(self.vl)))
 
     def lo_hi(self, f):
         """Per kernel column j: the output columns [lo, hi) whose input column ``q*sw + j*dw - pl`` is in
@@ -250,10 +246,10 @@ class _Body:
         los, his = b.alloca(I64, f["kw"]), b.alloca(I64, f["kw"])
         with for_range(b, 0, f["kw"], "jl") as j:
             off = b.sub(b.mul(j, f["dw"]), f["pl"])                      # input column of output column 0
-            neg = b.icmp_signed("<", off, _c(0))
-            b.store(b.select(neg, b.sdiv(b.add(b.sub(_c(0), off), b.sub(sw, _c(1))), sw), _c(0)), b.gep(los, [j]))
-            t = b.sub(b.sub(f["w"], _c(1)), off)
-            b.store(b.select(b.icmp_signed(">=", t, _c(0)), b.add(b.sdiv(t, sw), _c(1)), _c(0)), b.gep(his, [j]))
+            neg = b.icmp_signed("<", off, c64(0))
+            b.store(b.select(neg, b.sdiv(b.add(b.sub(c64(0), off), b.sub(sw, c64(1))), sw), c64(0)), b.gep(los, [j]))
+            t = b.sub(b.sub(f["w"], c64(1)), off)
+            b.store(b.select(b.icmp_signed(">=", t, c64(0)), b.add(b.sdiv(t, sw), c64(1)), c64(0)), b.gep(his, [j]))
         return los, his
 
     def vstore(self, v, base, at) -> None:
@@ -271,33 +267,33 @@ class _Body:
         ``vl`` lanes with masked loads (a store may run up to ``vl - 1`` elements past the segment: into the
         part of ``cols`` written next, or the slot's slack)."""
         b, vl = self.b, self.vl
-        with b.if_else(b.icmp_signed("==", sw, _c(1))) as (unit, other):
+        with b.if_else(b.icmp_signed("==", sw, c64(1))) as (unit, other):
             with unit:
                 lov, hiv = self.splat(lo, vl), self.splat(hi, vl)
                 iota = ir.Constant(ir.VectorType(I32, vl), list(range(vl)))
                 with for_range(b, 0, nblk, "v") as v:
-                    q0 = b.add(ow0, b.mul(v, _c(vl)))
+                    q0 = b.add(ow0, b.mul(v, c64(vl)))
                     qv = b.add(self.splat(q0, vl), iota)
                     mask = b.and_(b.icmp_signed(">=", qv, lov), b.icmp_signed("<", qv, hiv))
                     ptr = b.bitcast(b.gep(src, [q0]), self.vec.as_pointer())
                     val = b.call(self.mload, [ptr, ir.Constant(I32, self.es), mask, self.vzero])
-                    self.vstore(val, dst, b.mul(v, _c(vl)))
-            with other, b.if_else(b.icmp_signed("==", sw, _c(2))) as (two, gen):
+                    self.vstore(val, dst, b.mul(v, c64(vl)))
+            with other, b.if_else(b.icmp_signed("==", sw, c64(2))) as (two, gen):
                 with two:
-                    lov = self.splat(b.mul(lo, _c(2)), 2 * vl)
-                    hiv = self.splat(b.sub(b.mul(hi, _c(2)), _c(1)), 2 * vl)
+                    lov = self.splat(b.mul(lo, c64(2)), 2 * vl)
+                    hiv = self.splat(b.sub(b.mul(hi, c64(2)), c64(1)), 2 * vl)
                     iota = ir.Constant(ir.VectorType(I32, 2 * vl), list(range(2 * vl)))
                     evens = ir.Constant(ir.VectorType(I32, vl), list(range(0, 2 * vl, 2)))
                     with for_range(b, 0, nblk, "v") as v:
-                        q0 = b.add(ow0, b.mul(v, _c(vl)))
-                        ev = b.add(self.splat(b.mul(q0, _c(2)), 2 * vl), iota)
+                        q0 = b.add(ow0, b.mul(v, c64(vl)))
+                        ev = b.add(self.splat(b.mul(q0, c64(2)), 2 * vl), iota)
                         mask = b.and_(b.icmp_signed(">=", ev, lov), b.icmp_signed("<", ev, hiv))
-                        ptr = b.bitcast(b.gep(src, [b.mul(q0, _c(2))]), self.vec2.as_pointer())
+                        ptr = b.bitcast(b.gep(src, [b.mul(q0, c64(2))]), self.vec2.as_pointer())
                         wide = b.call(self.mload2, [ptr, ir.Constant(I32, self.es), mask, self.vzero2])
-                        self.vstore(b.shuffle_vector(wide, wide, evens), dst, b.mul(v, _c(vl)))
+                        self.vstore(b.shuffle_vector(wide, wide, evens), dst, b.mul(v, c64(vl)))
                 with gen:
-                    lo_ = _min(b, _max(b, lo, ow0), ow1)
-                    hi_ = _min(b, _max(b, hi, lo_), ow1)
+                    lo_ = smin(b, _max(b, lo, ow0), ow1)
+                    hi_ = smin(b, _max(b, hi, lo_), ow1)
                     self.zero(dst, b.sub(lo_, ow0))
                     base = b.gep(dst, [b.sub(lo_, ow0)])
                     with for_range(b, lo_, hi_, "q") as q:
@@ -306,9 +302,9 @@ class _Body:
 
     def gemm(self, f, m, n, k, a, bmat, ldb, cmat, ldc) -> None:
         b, real = self.b, self.real
-        flags = [ir.Constant(I32, CBLAS_ROW_MAJOR), ir.Constant(I32, CBLAS_NO_TRANS), ir.Constant(I32, CBLAS_NO_TRANS)]
+        flags = [ir.Constant(I32, ROW_MAJOR), ir.Constant(I32, NO_TRANS), ir.Constant(I32, NO_TRANS)]
         one, zero = ir.Constant(real, 1.0), ir.Constant(real, 0.0)
-        with b.if_else(b.icmp_signed("!=", f["int64"], _c(0))) as (w64, w32):
+        with b.if_else(b.icmp_signed("!=", f["int64"], c64(0))) as (w64, w32):
             for blk, idx in ((w64, I64), (w32, I32)):
                 with blk:
                     cv = (lambda v: v) if idx is I64 else (lambda v: b.trunc(v, I32))
@@ -319,8 +315,8 @@ class _Body:
     def epilogue(self, f, cmat, nm, np_, length, mrow, yoff) -> None:
         b, real = self.b, self.real
         bias, res = self.get("bias"), self.get("residual")
-        has_bias, has_res = b.icmp_unsigned("!=", bias, _c(0)), b.icmp_unsigned("!=", res, _c(0))
-        relu = b.icmp_signed("!=", f["clamp"], _c(0))
+        has_bias, has_res = b.icmp_unsigned("!=", bias, c64(0)), b.icmp_unsigned("!=", res, c64(0))
+        relu = b.icmp_signed("!=", f["clamp"], c64(0))
         with b.if_then(b.or_(b.or_(has_bias, has_res), relu)):
             bp, rp = b.inttoptr(bias, self.fp), b.gep(b.inttoptr(res, self.fp), [yoff])
             lo, hi = (b.bitcast(f[name], F64) for name in ("lo", "hi"))
@@ -367,12 +363,12 @@ def _emit(module: ir.Module, real: ir.Type, symbol: str) -> ir.Function:
     desc, nthreads = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     d = b.bitcast(desc, I64.as_pointer())
-    get = lambda name: b.load(b.gep(d, [_c(_F[name])]))
+    get = lambda name: b.load(b.gep(d, [c64(_F[name])]))
     bufs = b.bitcast(desc, BYTE_PTR_PTR)
     images = b.mul(get("n"), get("group"))
-    with b.if_else(b.icmp_signed("!=", get("shared"), _c(0))) as (shared, tiles):
+    with b.if_else(b.icmp_signed("!=", get("shared"), c64(0))) as (shared, tiles):
         with shared, for_range(b, 0, images, "img") as cur:
-            b.store(cur, b.gep(d, [_c(_F["cur"])]))
+            b.store(cur, b.gep(d, [c64(_F["cur"])]))
             b.call(pool, [cols, bufs, get("n_cparts"), nthreads])
             b.call(pool, [gemm, bufs, get("n_mtiles"), nthreads])
         with tiles:
@@ -389,3 +385,6 @@ def emit_conv_f32(module: ir.Module) -> ir.Function:
 def emit_conv_f64(module: ir.Module) -> ir.Function:
     """Defines ``cl_conv2d_tiles_f64`` (see the module doc) in ``module``."""
     return _emit(module, F64, CONV_SYMBOLS["float64"])
+
+
+EMITTERS = {CONV_SYMBOLS["float32"]: emit_conv_f32, CONV_SYMBOLS["float64"]: emit_conv_f64}

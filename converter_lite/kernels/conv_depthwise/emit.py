@@ -45,32 +45,34 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .conv_direct import _cdiv, _intrinsics, _min, _splat, _splat_i32, clamp_lanes
-from .internal import constant_table, driver_entry, internal_function
-from .loops import for_range
-from .pool import BODY_TYPE, declare_pool
-from .types import BYTE_PTR_PTR, F32, F64, I1, I32, I64, VOID
+from ...codegen.internal import constant_table, driver_entry, internal_function
+from ...codegen.loops import for_range
+from ...codegen.threadpool import BODY_TYPE, declare_pool
+from ...codegen.types import BYTE_PTR_PTR, F32, F64, I1, I32, I64, VOID
+from ...codegen.vector import (
+    FP,
+    I64P,
+    VEC,
+    VECP,
+    VL,
+    cdiv,
+    clamp_lanes,
+    smin,
+    splat,
+    splat_i32,
+    vector_intrinsics,
+)
+from .abi import FIELDS, MAX_KW, MAX_WIDTH, ZERO_MARGIN
+from .abi import SYMBOL as DEPTHWISE_SYMBOL
 
-DEPTHWISE_SYMBOL = "cl_dwconv_v3_f32"
-FIELDS = ("n", "c", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "x", "y", "wt", "bias",
-          "residual", "clamp", "lo", "hi", "coords", "nvec", "jlo", "jhi")
 _F = {name: i for i, name in enumerate(FIELDS)}
-VL = 16
-MAX_KW = 11                         # kernel widths with plane functions: MixNet mixes 3x3 to 11x11 (v3: was 7)
 ROWS = 4                           # output rows computed together: independent FMA chains
-MAX_WIDTH = 8192                   # input rows up to this wide (the zero row's length), and
-ZERO_MARGIN = 256                  # taps reaching at most this far left of column 0 / right of the last one
 # one pool chunk per thread, as conv_direct.py: each thread computes the same part of every convolution
 # (mobilenet_v2_half, 2 threads, builds alternated in one process: 4 chunks -> 1.10 ms, 1 -> 1.05 on a busy
 # host; depthwise alone made no difference on a quiet one)
 CHUNKS_PER_THREAD = 1
 
-FP = F32.as_pointer()
-VEC = ir.VectorType(F32, VL)
-VECP = VEC.as_pointer()
 IVEC = ir.VectorType(I32, VL)
-MASK = ir.VectorType(I1, VL)
-I64P = I64.as_pointer()
 # plane(x, y, res, wt, bias, h, w, oh, ow, kh, sh, dh, dw, pt, pl, has_res, clamp, lo, hi)
 PLANE_TYPE = ir.FunctionType(VOID, [FP, FP, FP, FP, F32, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I1, I1,
                                     F32, F32])
@@ -78,7 +80,7 @@ PLANE_TYPE = ir.FunctionType(VOID, [FP, FP, FP, FP, F32, I64, I64, I64, I64, I64
 FLAT_TYPE = ir.FunctionType(VOID, [FP, FP, FP, FP, F32, I32.as_pointer()] + [I64] * 12 + [I1, I1, F32, F32])
 
 
-def _c(v: int) -> ir.Constant:
+def c64(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
 
 
@@ -87,38 +89,38 @@ def plane_function(module: ir.Module, kw: int, sw: int) -> ir.Function:
     fn = internal_function(module, f"cl_dwconv.plane_k{kw}_s{sw}", PLANE_TYPE, noalias=(0, 1, 2, 3))
     if not fn.is_declaration:
         return fn
-    fma, mload, mstore = _intrinsics(module)
+    fma, mload, mstore = vector_intrinsics(module)
     x, y, res, wt, bias, h, w, oh, ow, kh, sh, dh, dw, pt, pl, has_res, clamp, lo, hi = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     zero = ir.Constant(VEC, None)
-    zero_row = b.gep(b.bitcast(_zeros(module), FP), [_c(ZERO_MARGIN)])
+    zero_row = b.gep(b.bitcast(_zeros(module), FP), [c64(ZERO_MARGIN)])
     iota = ir.Constant(IVEC, list(range(VL)))
-    wv, owv = _splat_i32(b, w), _splat_i32(b, ow)
-    lov, hiv = _splat(b, lo), _splat(b, hi)
-    nblk = _cdiv(b, ow, _c(VL))
+    wv, owv = splat_i32(b, w), splat_i32(b, ow)
+    lov, hiv = splat(b, lo), splat(b, hi)
+    nblk = cdiv(b, ow, c64(VL))
     with for_range(b, 0, nblk, "blk") as blk:
-        ox0 = b.mul(blk, _c(VL))
-        out_ok = b.icmp_signed("<", b.add(_splat_i32(b, ox0), iota), owv)
+        ox0 = b.mul(blk, c64(VL))
+        out_ok = b.icmp_signed("<", b.add(splat_i32(b, ox0), iota), owv)
         # per tap column kx: the input columns of the 16 (or 32, stride 2) lanes and which of them are inside
         taps = []
         for kx in range(kw):
-            ix0 = b.add(b.sub(b.mul(ox0, _c(sw)), pl), b.mul(_c(kx), dw))
+            ix0 = b.add(b.sub(b.mul(ox0, c64(sw)), pl), b.mul(c64(kx), dw))
             lanes = []
             for half in range(sw):
-                cols = b.add(_splat_i32(b, b.add(ix0, _c(half * VL))), iota)
+                cols = b.add(splat_i32(b, b.add(ix0, c64(half * VL))), iota)
                 inside = b.and_(b.icmp_signed(">=", cols, ir.Constant(IVEC, [0] * VL)),
                                 b.icmp_signed("<", cols, wv))
                 if sw == 1:
                     inside = b.and_(inside, out_ok)
                 else:                                  # lane i of half k is output column (16k + i) / 2
-                    outcol = b.add(_splat_i32(b, b.add(ox0, _c(half * VL // 2))),
+                    outcol = b.add(splat_i32(b, b.add(ox0, c64(half * VL // 2))),
                                    ir.Constant(IVEC, [i // 2 for i in range(VL)]))
                     inside = b.and_(inside, b.icmp_signed("<", outcol, owv))
-                lanes.append((b.add(ix0, _c(half * VL)), inside))
+                lanes.append((b.add(ix0, c64(half * VL)), inside))
             taps.append(lanes)
-        with for_range(b, 0, _cdiv(b, oh, _c(ROWS)), "oyb") as oyb:
-            oy0 = b.mul(oyb, _c(ROWS))
-            binit = _splat(b, bias)
+        with for_range(b, 0, cdiv(b, oh, c64(ROWS)), "oyb") as oyb:
+            oy0 = b.mul(oyb, c64(ROWS))
+            binit = splat(b, bias)
             pre = b.block
             head = b.append_basic_block("ky.head")
             body = b.append_basic_block("ky.body")
@@ -126,18 +128,18 @@ def plane_function(module: ir.Module, kw: int, sw: int) -> ir.Function:
             b.branch(head)
             b.position_at_end(head)
             ky = b.phi(I64, "ky")
-            ky.add_incoming(_c(0), pre)
+            ky.add_incoming(c64(0), pre)
             acc = []
             for r in range(ROWS):
                 acc.append(b.phi(VEC, f"acc{r}"))
                 acc[r].add_incoming(binit, pre)
             b.cbranch(b.icmp_signed("<", ky, kh), body, done)
             b.position_at_end(body)
-            wrow = b.gep(wt, [b.mul(ky, _c(kw))])
-            wk = [_splat(b, b.load(b.gep(wrow, [_c(kx)]))) for kx in range(kw)]
+            wrow = b.gep(wt, [b.mul(ky, c64(kw))])
+            wk = [splat(b, b.load(b.gep(wrow, [c64(kx)]))) for kx in range(kw)]
             for r in range(ROWS):                      # ROWS independent FMA chains
-                iy = b.add(b.sub(b.mul(b.add(oy0, _c(r)), sh), pt), b.mul(ky, dh))
-                ok = b.and_(b.icmp_signed(">=", iy, _c(0)), b.icmp_signed("<", iy, h))
+                iy = b.add(b.sub(b.mul(b.add(oy0, c64(r)), sh), pt), b.mul(ky, dh))
+                ok = b.and_(b.icmp_signed(">=", iy, c64(0)), b.icmp_signed("<", iy, h))
                 # a row outside the image reads the zero row (no branch, no extra mask per load)
                 row = b.select(ok, b.gep(x, [b.mul(iy, w)]), zero_row)
                 a = acc[r]
@@ -148,11 +150,11 @@ def plane_function(module: ir.Module, kw: int, sw: int) -> ir.Function:
                         loaded[0], loaded[1], ir.Constant(IVEC, [2 * i for i in range(VL)]))
                     a = b.call(fma, [v, wk[kx], a])
                 acc[r].add_incoming(a, body)
-            ky.add_incoming(b.add(ky, _c(1)), body)
+            ky.add_incoming(b.add(ky, c64(1)), body)
             b.branch(head)
             b.position_at_end(done)
             for r in range(ROWS):
-                oy = b.add(oy0, _c(r))
+                oy = b.add(oy0, c64(r))
                 with b.if_then(b.icmp_signed("<", oy, oh)):
                     off = b.add(b.mul(oy, ow), ox0)
                     v = _finish(b, mload, acc[r], b.gep(res, [off]), out_ok, lov, hiv, has_res, clamp)
@@ -189,20 +191,20 @@ def flat_function(module: ir.Module, k: int) -> ir.Function:
     fn = internal_function(module, f"cl_dwconv.flat_k{k}", FLAT_TYPE, noalias=(0, 1, 2, 3, 5))
     if not fn.is_declaration:
         return fn
-    fma, mload, mstore = _intrinsics(module)
+    fma, mload, mstore = vector_intrinsics(module)
     x, y, res, wt, bias, coords, nvec, jlo, jhi, before, after, h, w, oh, dh, dw, pt, pl, has_res, clamp, lo, hi = \
         fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     zero = ir.Constant(VEC, None)
-    wk = [_splat(b, b.load(b.gep(wt, [_c(t)]))) for t in range(k * k)]
-    dys = [b.sub(b.mul(_c(ky), dh), pt) for ky in range(k)]
-    dxs = [b.sub(b.mul(_c(kx), dw), pl) for kx in range(k)]
+    wk = [splat(b, b.load(b.gep(wt, [c64(t)]))) for t in range(k * k)]
+    dys = [b.sub(b.mul(c64(ky), dh), pt) for ky in range(k)]
+    dxs = [b.sub(b.mul(c64(kx), dw), pl) for kx in range(k)]
     off = [[b.add(b.mul(dy, w), dx) for dx in dxs] for dy in dys]
-    dyv = [_splat_i32(b, d) for d in dys]
-    dxv = [_splat_i32(b, d) for d in dxs]
-    hv, wv, ohv = _splat_i32(b, h), _splat_i32(b, w), _splat_i32(b, oh)
-    lov, hiv = _splat(b, lo), _splat(b, hi)
-    binit = _splat(b, bias)
+    dyv = [splat_i32(b, d) for d in dys]
+    dxv = [splat_i32(b, d) for d in dxs]
+    hv, wv, ohv = splat_i32(b, h), splat_i32(b, w), splat_i32(b, oh)
+    lov, hiv = splat(b, lo), splat(b, hi)
+    binit = splat(b, bias)
     cvec = b.bitcast(coords, IVEC.as_pointer())
 
     def one(j, shifted):
@@ -212,9 +214,9 @@ def flat_function(module: ir.Module, k: int) -> ir.Function:
         lane shifts of them (valignd), the columns outside the image masked in the FMA and the rows outside
         it in the row's addition: a third of the vector loads for 3x3, a seventh for 7x7, and no mask table
         (the masks are compares of the lanes' coordinates, which the runtime tabulates once)."""
-        p0 = b.mul(j, _c(VL))
-        xs = b.load(b.gep(cvec, [b.mul(j, _c(2))]), align=64)
-        ys = b.load(b.gep(cvec, [b.add(b.mul(j, _c(2)), _c(1))]), align=64)
+        p0 = b.mul(j, c64(VL))
+        xs = b.load(b.gep(cvec, [b.mul(j, c64(2))]), align=64)
+        ys = b.load(b.gep(cvec, [b.add(b.mul(j, c64(2)), c64(1))]), align=64)
         col = [b.icmp_unsigned("<", b.add(xs, d), wv) for d in dxv]
         row = [b.icmp_unsigned("<", b.add(ys, d), hv) for d in dyv]
         acc = binit
@@ -222,7 +224,7 @@ def flat_function(module: ir.Module, k: int) -> ir.Function:
             part = zero
             if shifted:
                 base = b.gep(x, [b.add(p0, off[ky][0])])
-                win = [b.load(b.bitcast(b.gep(base, [_c(i * VL)]), VECP), align=4) for i in range(2)]
+                win = [b.load(b.bitcast(b.gep(base, [c64(i * VL)]), VECP), align=4) for i in range(2)]
             for kx in range(k):
                 t = ky * k + kx
                 if shifted:
@@ -241,10 +243,10 @@ def flat_function(module: ir.Module, k: int) -> ir.Function:
     # windows may reach into the neighbouring planes (their lanes are masked off), not outside the tensor:
     # [jlo, jhi) is where they stay inside this plane; with room enough before / after it (``before`` /
     # ``after`` elements of the tensor), every vector up to the plane's first / last reads plain loads
-    unit = b.icmp_signed("==", dw, _c(1))
-    reach_lo = b.sub(_c(0), off[0][0])
-    reach_hi = b.add(b.add(b.mul(b.sub(nvec, _c(1)), _c(VL)), off[k - 1][0]), _c(2 * VL))
-    jlo = b.select(b.and_(unit, b.icmp_signed("<=", reach_lo, before)), _c(0), jlo)
+    unit = b.icmp_signed("==", dw, c64(1))
+    reach_lo = b.sub(c64(0), off[0][0])
+    reach_hi = b.add(b.add(b.mul(b.sub(nvec, c64(1)), c64(VL)), off[k - 1][0]), c64(2 * VL))
+    jlo = b.select(b.and_(unit, b.icmp_signed("<=", reach_lo, before)), c64(0), jlo)
     jhi = b.select(b.and_(unit, b.icmp_signed("<=", reach_hi, b.add(b.mul(h, w), after))), nvec, jhi)
     jhi = b.select(b.icmp_signed("<", jhi, jlo), jlo, jhi)
     with for_range(b, 0, jlo, "j0") as j:
@@ -291,29 +293,29 @@ def _emit_planes(module: ir.Module, table: ir.GlobalVariable, flat_table: ir.Glo
     d = b.bitcast(fn.args[0], I64P)
 
     def get(name):
-        return b.load(b.gep(d, [_c(_F[name])]), name=name)
+        return b.load(b.gep(d, [c64(_F[name])]), name=name)
 
     def ptr(name):
         return b.inttoptr(get(name), FP)
-    per = b.load(b.gep(d, [_c(len(FIELDS))]))
+    per = b.load(b.gep(d, [c64(len(FIELDS))]))
     c, h, w, oh, ow, kh, kw = (get(k) for k in ("c", "h", "w", "oh", "ow", "kh", "kw"))
     sh, sw, dh, dw, pt, pl = (get(k) for k in ("sh", "sw", "dh", "dw", "pt", "pl"))
     x, y, wt, bias = ptr("x"), ptr("y"), ptr("wt"), ptr("bias")
     resi = get("residual")
-    has_res = b.icmp_unsigned("!=", resi, _c(0))
-    clamp = b.icmp_signed("!=", get("clamp"), _c(0))
+    has_res = b.icmp_unsigned("!=", resi, c64(0))
+    clamp = b.icmp_signed("!=", get("clamp"), c64(0))
     lo = b.fptrunc(b.bitcast(get("lo"), F64), F32)
     hi = b.fptrunc(b.bitcast(get("hi"), F64), F32)
     tptr = b.bitcast(table, PLANE_TYPE.as_pointer().as_pointer())
-    plane_fn = b.load(b.gep(tptr, [b.add(b.mul(b.sub(sw, _c(1)), _c(MAX_KW)), b.sub(kw, _c(1)))]))
+    plane_fn = b.load(b.gep(tptr, [b.add(b.mul(b.sub(sw, c64(1)), c64(MAX_KW)), b.sub(kw, c64(1)))]))
     coords = get("coords")
-    flat = b.icmp_unsigned("!=", coords, _c(0))
+    flat = b.icmp_unsigned("!=", coords, c64(0))
     ftptr = b.bitcast(flat_table, FLAT_TYPE.as_pointer().as_pointer())
-    flat_fn = b.load(b.gep(ftptr, [b.select(flat, b.sub(kw, _c(1)), _c(0))]))
+    flat_fn = b.load(b.gep(ftptr, [b.select(flat, b.sub(kw, c64(1)), c64(0))]))
     cptr, nvec, jlo, jhi = b.inttoptr(coords, I32.as_pointer()), get("nvec"), get("jlo"), get("jhi")
     planes = b.mul(get("n"), c)
     p0 = b.mul(fn.args[1], per)
-    with for_range(b, p0, _min(b, b.add(p0, per), planes), "p") as p:
+    with for_range(b, p0, smin(b, b.add(p0, per), planes), "p") as p:
         ch = b.srem(p, c)
         xin = b.gep(x, [b.mul(p, b.mul(h, w))])
         off = b.mul(p, b.mul(oh, ow))
@@ -323,7 +325,7 @@ def _emit_planes(module: ir.Module, table: ir.GlobalVariable, flat_table: ir.Glo
         with b.if_else(flat) as (then, otherwise):
             with then:
                 before = b.mul(p, b.mul(h, w))
-                after = b.mul(b.sub(b.sub(planes, p), _c(1)), b.mul(h, w))
+                after = b.mul(b.sub(b.sub(planes, p), c64(1)), b.mul(h, w))
                 b.call(flat_fn, [xin, yout, rin, wch, bch, cptr, nvec, jlo, jhi, before, after, h, w, oh, dh, dw, pt,
                                  pl, has_res, clamp, lo, hi])
             with otherwise:
@@ -339,10 +341,13 @@ def emit_conv_depthwise(module: ir.Module) -> ir.Function:
     pool = declare_pool(module)
     fn, b, desc, nt = driver_entry(module, DEPTHWISE_SYMBOL)
     d = b.bitcast(desc, I64P)
-    planes = b.mul(b.load(b.gep(d, [_c(_F["n"])])), b.load(b.gep(d, [_c(_F["c"])])))
-    per = _cdiv(b, planes, b.mul(nt, _c(CHUNKS_PER_THREAD)))
-    per = b.select(b.icmp_signed("<", per, _c(1)), _c(1), per)
-    b.store(per, b.gep(d, [_c(len(FIELDS))]))
-    b.call(pool, [planes_fn, b.bitcast(desc, BYTE_PTR_PTR), _cdiv(b, planes, per), nt])
+    planes = b.mul(b.load(b.gep(d, [c64(_F["n"])])), b.load(b.gep(d, [c64(_F["c"])])))
+    per = cdiv(b, planes, b.mul(nt, c64(CHUNKS_PER_THREAD)))
+    per = b.select(b.icmp_signed("<", per, c64(1)), c64(1), per)
+    b.store(per, b.gep(d, [c64(len(FIELDS))]))
+    b.call(pool, [planes_fn, b.bitcast(desc, BYTE_PTR_PTR), cdiv(b, planes, per), nt])
     b.ret_void()
     return fn
+
+
+EMITTERS = {DEPTHWISE_SYMBOL: emit_conv_depthwise}

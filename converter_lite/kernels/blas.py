@@ -14,14 +14,13 @@ None when numpy's BLAS is not an OpenBLAS exposing CBLAS (then the numpy paths a
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from dataclasses import dataclass
 
 import numpy as np
 
-from .threads import _loaded_libraries
-
-ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # CBLAS's order and transpose flags (as C ints)
 
 # (symbol, 64-bit integers) in order of preference, per routine
 _NAMES = {"sgemm": (("scipy_cblas_sgemm64_", True), ("cblas_sgemm64_", True), ("scipy_cblas_sgemm", False),
@@ -42,7 +41,7 @@ _found: dict[str, GemmEntry | None] = {}
 
 def _lookup(routine: str) -> GemmEntry | None:
     import numpy.linalg  # noqa: F401  (makes sure numpy's BLAS is loaded)
-    for path in _loaded_libraries("blas"):
+    for path in loaded_libraries("blas"):
         try:
             lib = ctypes.CDLL(path)
         except OSError:
@@ -63,3 +62,12 @@ def gemm_entry(dtype) -> GemmEntry | None:
         if routine not in _found:
             _found[routine] = _lookup(routine)
         return _found[routine]
+
+def loaded_libraries(word: str) -> list[str]:
+    """Paths of the shared libraries mapped into this process whose path contains ``word``."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if word in line.lower() and "/" in line}
+    except OSError:
+        return []
+    return sorted(p for p in paths if ".so" in os.path.basename(p))

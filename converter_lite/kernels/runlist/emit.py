@@ -8,17 +8,15 @@ each the call ``fn(a0, a1)`` (``nargs == 2``: a fused kernel ``(args, num_thread
 ``(desc, num_threads)``) or ``fn(a0, a1, a2)`` (``nargs == 3``: the GEMM tile driver ``(tiles, ntiles,
 num_threads)``), ``a0`` passed as a pointer.  A Python-level step costs ~0.3-0.5 us of interpreter and ctypes
 work around its kernel; a run of native steps bound into one table costs one such call in all
-(runtime/runlist.py builds the tables).
+(bind.py builds the tables).
 """
 from __future__ import annotations
 
 from llvmlite import ir
 
-from .loops import for_range
-from .types import BYTE_PTR, I64, VOID
-
-RUN_SYMBOL = "cl_run_steps_v1"
-RUN_FIELDS = 5
+from ...codegen.loops import for_range
+from ...codegen.types import BYTE_PTR, I64, VOID
+from .abi import RUN_FIELDS, RUN_SYMBOL
 
 
 def emit_runlist(module: ir.Module) -> ir.Function:
@@ -39,3 +37,6 @@ def emit_runlist(module: ir.Module) -> ir.Function:
                 b.call(b.inttoptr(word[0], two), [ptr, word[3]])
     b.ret_void()
     return fn
+
+
+EMITTERS = {RUN_SYMBOL: emit_runlist}

@@ -1,10 +1,10 @@
-"""GEMMs as tile records for the native tile driver (codegen/gemm_driver.py): built once at bind time.
+"""GEMMs as tile records for the native tile driver (emit.py): built once at bind time.
 
 ``gemm_step(driver, a, b, c, nt, alpha=1, beta=0, bias=None)`` -> a zero-argument callable computing
 ``c = alpha * a @ b + beta * c`` (after ``c`` is prefilled from ``bias``, when given) with one call of the
 tile driver, or None when the operands do not fit (other dtypes, negative or unaligned strides, an empty
 product, no GEMM to call): the caller then keeps its numpy path.  ``driver`` is a ``GemmDriver``
-(``gemm_driver(ctx)``: the tile driver's address, and the model's native ``cl_sgemm_v1`` (codegen/sgemm.py),
+(``gemm_driver(ctx)``: the tile driver's address, and the model's native ``cl_sgemm_v1`` (emit_sgemm.py),
 which float32 tiles call instead of numpy's CBLAS) or a bare tile-driver address (numpy's CBLAS only).
 
 * ``b`` may be a ``PackedB``: constant float32 weights ``[K, N]`` packed once (at load) into the native
@@ -39,19 +39,26 @@ from functools import partial
 
 import numpy as np
 
-from ..model import pages
-from .blas import NO_TRANS, ROW_MAJOR, TRANS, GemmEntry, gemm_entry
-from .conv_direct import _aligned
-from .native import wide_vectors
-from .runlist import tag
+from ...model import pages
+from ..blas import GemmEntry, gemm_entry
+from ..native_call import aligned
+from ..runlist.bind import tag
+from .abi import (
+    FIELDS,
+    FLAG_WIDE,
+    FLOAT_FIELDS,
+    GEMM_TILES_SYMBOL,
+    KIND_DOUBLE,
+    KIND_INT64,
+    NO_TRANS,
+    PACKED,
+    PANEL,
+    ROW_MAJOR,
+    SGEMM_SYMBOL,
+    TRANS,
+)
 
-# the driver's symbol and tile-record layout, as codegen/gemm_driver.py defines them (the runtime does not import
-# codegen, which needs llvmlite; tests/codegen/test_codegen_gemm_driver.py checks that the two agree)
-GEMM_TILES_SYMBOL = "cl_gemm_tiles_v1"      # the version of the tile-record layout below
-FIELDS = ("fn", "kind", "order", "transA", "transB", "M", "N", "K", "alpha", "A", "lda", "B", "ldb", "beta",
-          "C", "ldc", "bias", "rs", "cs", "unused")
-KIND_DOUBLE, KIND_INT64 = 1, 2
-RECORD = np.dtype([(name, "<f8" if name in ("alpha", "beta") else "<i8") for name in FIELDS])
+RECORD = np.dtype([(name, "<f8" if name in FLOAT_FIELDS else "<i8") for name in FIELDS])
 # multiply-adds (~10 us on one core) below which a product runs on the calling thread: on an idle core a split
 # pays from ~1e5 (measured), but a pool worker that the OS preempts or wakes late (busy machine, a VM) stalls the
 # caller for 0.1 ms or more, so only products that gain several microseconds take the risk
@@ -59,12 +66,6 @@ MIN_WORK = 1 << 19
 TILES_PER_THREAD = 2
 ALIGN = 16
 _DRIVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-# the native float32 GEMM (codegen/sgemm.py): CBLAS's signature with 64-bit integers; the order word carries
-# FLAG_WIDE; transB = PACKED reads a PackedB (panels of PANEL columns, ldb = the panel stride in floats)
-SGEMM_SYMBOL = "cl_sgemm_v1"
-PACKED = 150
-FLAG_WIDE = 1 << 16
-PANEL = 32
 F32 = np.dtype(np.float32)
 
 
@@ -82,7 +83,7 @@ def gemm_driver(ctx) -> GemmDriver | None:
     if not tiles:
         return None
     sgemm = ctx.native(SGEMM_SYMBOL)
-    return GemmDriver(tiles, sgemm or None, bool(sgemm) and wide_vectors(ctx.library))
+    return GemmDriver(tiles, sgemm or None, bool(sgemm) and ctx.wide_vectors())
 
 
 class PackedB:
@@ -91,7 +92,7 @@ class PackedB:
 
     def __init__(self, b: np.ndarray):
         k, n = b.shape
-        data = _aligned((-(-n // PANEL), k, PANEL))
+        data = aligned((-(-n // PANEL), k, PANEL))
         full = n // PANEL
         if full:
             data[:full] = b[:, :full * PANEL].reshape(k, full, PANEL).transpose(1, 0, 2)

@@ -28,42 +28,41 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .conv_direct import (
+from ...codegen.internal import constant_table, driver_entry, internal_function
+from ...codegen.loops import for_range, loop_id
+from ...codegen.threadpool import BODY_TYPE, declare_pool
+from ...codegen.types import BYTE_PTR_PTR, F32, F64, I32, I64, VOID
+from ...codegen.vector import (
     FLAG_CLAMP,
     FLAG_RESIDUAL,
-    _cdiv,
-    _intrinsics,
-    _min,
-    _splat,
+    FP,
+    I64P,
+    VEC,
+    VECP,
+    VL,
+    cdiv,
     clamp_lanes,
     flag_versions,
+    smin,
+    splat,
     tap_loop_head,
+    vector_intrinsics,
 )
-from .internal import constant_table, driver_entry, internal_function
-from .loops import for_range, loop_id
-from .pool import BODY_TYPE, declare_pool
-from .types import BYTE_PTR_PTR, F32, F64, I32, I64, VOID
+from .abi import EXTRA, FIELDS, MR
+from .abi import SYMBOL as POINTWISE_SYMBOL
 
-POINTWISE_SYMBOL = "cl_conv1x1_v1_f32"
-FIELDS = ("n", "c", "m", "group", "p", "x", "y", "wpk", "bpk", "nmb", "residual", "clamp", "lo", "hi", "wide")
 _F = {name: i for i, name in enumerate(FIELDS)}
-MR = 6                              # output channels per packed block
-VL = 16
 NV = {True: 4, False: 1}            # wide -> pixel vectors per tile
 # one pool chunk per thread, as conv_direct.py: each thread computes the same part of every convolution
 # (mobilenet_v2_half, 2 threads, builds alternated in one process: 4 chunks -> 1.10 ms, 1 -> 1.05 on a busy
 # host; depthwise alone made no difference on a quiet one)
 CHUNKS_PER_THREAD = 1
 
-FP = F32.as_pointer()
-VEC = ir.VectorType(F32, VL)
-VECP = VEC.as_pointer()
-I64P = I64.as_pointer()
 MK_TYPE = ir.FunctionType(VOID, [FP, I64, FP, I64, FP, FP, FP, I64, F32, F32, I64])
 # microkernel(x, P, w, K, bias, y, res, flags, lo, hi, npix)
 
 
-def _c(v: int) -> ir.Constant:
+def c64(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
 
 
@@ -74,7 +73,7 @@ def microkernel(module: ir.Module, mr: int, nv: int, masked: bool) -> ir.Functio
                            noalias=(0, 2, 4, 5, 6))
     if not fn.is_declaration:
         return fn
-    fma, mload, mstore = _intrinsics(module)
+    fma, mload, mstore = vector_intrinsics(module)
     x, pp, w, kk, bias, y, res, flags, lo, hi, npix = fn.args
     entry = fn.append_basic_block("entry")
     head, body, done = (fn.append_basic_block(n) for n in ("k.head", "k.body", "k.done"))
@@ -87,42 +86,42 @@ def microkernel(module: ir.Module, mr: int, nv: int, masked: bool) -> ir.Functio
     masks = [b.icmp_signed("<", b.add(iota, ir.Constant(ir.VectorType(I32, VL), [v * VL] * VL)), nsplat)
              for v in range(nv)] if masked else None
     zero = ir.Constant(VEC, None)
-    init = [_splat(b, b.load(b.gep(bias, [_c(i)]))) for i in range(mr)]
+    init = [splat(b, b.load(b.gep(bias, [c64(i)]))) for i in range(mr)]
     k, accs = tap_loop_head(b, head, entry, {(i, v): init[i] for i in range(mr) for v in range(nv)})
     b.cbranch(b.icmp_signed("<", k, kk), body, done)
     b.position_at_end(body)
     row = b.gep(x, [b.mul(k, pp)])
 
     def vload(base, v, mask_ok=True):
-        ptr = b.bitcast(b.gep(base, [_c(v * VL)]), VECP)
+        ptr = b.bitcast(b.gep(base, [c64(v * VL)]), VECP)
         if masked and mask_ok:
             return b.call(mload, [ptr, ir.Constant(I32, 4), masks[v], zero])
         return b.load(ptr, align=4)
 
     xv = [vload(row, v) for v in range(nv)]
-    wk = b.gep(w, [b.mul(k, _c(MR))])
+    wk = b.gep(w, [b.mul(k, c64(MR))])
     for i in range(mr):
-        s = _splat(b, b.load(b.gep(wk, [_c(i)])))
+        s = splat(b, b.load(b.gep(wk, [c64(i)])))
         for v in range(nv):
             accs[i, v].add_incoming(b.call(fma, [s, xv[v], accs[i, v]]), body)
-    k.add_incoming(b.add(k, _c(1), flags=("nsw", "nuw")), body)
+    k.add_incoming(b.add(k, c64(1), flags=("nsw", "nuw")), body)
     b.branch(head).set_metadata("llvm.loop", loop_id(module, {"llvm.loop.unroll.disable": None}))
     b.position_at_end(done)
-    lov, hiv = _splat(b, lo), _splat(b, hi)
+    lov, hiv = splat(b, lo), splat(b, hi)
 
     def emit(eb, res_on, clamp_on, exit_block):
         for i in range(mr):
-            yrow, rrow = eb.gep(y, [eb.mul(_c(i), pp)]), eb.gep(res, [eb.mul(_c(i), pp)])
+            yrow, rrow = eb.gep(y, [eb.mul(c64(i), pp)]), eb.gep(res, [eb.mul(c64(i), pp)])
             for v in range(nv):
                 val = accs[i, v]
                 if res_on:
-                    rptr = eb.bitcast(eb.gep(rrow, [_c(v * VL)]), VECP)
+                    rptr = eb.bitcast(eb.gep(rrow, [c64(v * VL)]), VECP)
                     rv = (eb.call(mload, [rptr, ir.Constant(I32, 4), masks[v], zero]) if masked
                           else eb.load(rptr, align=4))
                     val = eb.fadd(val, rv)
                 if clamp_on:
                     val = clamp_lanes(eb, val, lov, hiv)
-                dst = eb.bitcast(eb.gep(yrow, [_c(v * VL)]), VECP)
+                dst = eb.bitcast(eb.gep(yrow, [c64(v * VL)]), VECP)
                 if masked:
                     eb.call(mstore, [val, dst, ir.Constant(I32, 4), masks[v]])
                 else:
@@ -142,7 +141,7 @@ def _table(module: ir.Module) -> ir.GlobalVariable:
 
 
 def _field(b: ir.IRBuilder, d: ir.Value, name: str) -> ir.Value:
-    return b.load(b.gep(d, [_c(_F[name])]), name=name)
+    return b.load(b.gep(d, [c64(_F[name])]), name=name)
 
 
 def _emit_body(module: ir.Module, table: ir.GlobalVariable) -> ir.Function:
@@ -151,14 +150,14 @@ def _emit_body(module: ir.Module, table: ir.GlobalVariable) -> ir.Function:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     d = b.bitcast(fn.args[0], I64P)
     f = {name: _field(b, d, name) for name in FIELDS}
-    wide = b.icmp_signed("!=", f["wide"], _c(0))
-    pix = b.select(wide, _c(NV[True] * VL), _c(NV[False] * VL))
+    wide = b.icmp_signed("!=", f["wide"], c64(0))
+    pix = b.select(wide, c64(NV[True] * VL), c64(NV[False] * VL))
     pp, group = f["p"], f["group"]
-    ppc = b.load(b.gep(d, [_c(len(FIELDS))]))                          # pixels per chunk
-    mpc = b.load(b.gep(d, [_c(len(FIELDS) + 1)]))                      # channel blocks per chunk
+    ppc = b.load(b.gep(d, [c64(len(FIELDS))]))                          # pixels per chunk
+    mpc = b.load(b.gep(d, [c64(len(FIELDS) + 1)]))                      # channel blocks per chunk
     nmb = f["nmb"]
-    cpm = _cdiv(b, nmb, mpc)
-    cpu = b.mul(_cdiv(b, pp, ppc), cpm)
+    cpm = cdiv(b, nmb, mpc)
+    cpu = b.mul(cdiv(b, pp, ppc), cpm)
     chunk = fn.args[1]
     rem, unit = b.srem(chunk, cpu), b.sdiv(chunk, cpu)
     ci, mj = b.sdiv(rem, cpm), b.srem(rem, cpm)
@@ -167,30 +166,30 @@ def _emit_body(module: ir.Module, table: ir.GlobalVariable) -> ir.Function:
     xg = b.gep(b.inttoptr(f["x"], FP), [b.mul(b.add(b.mul(n, f["c"]), b.mul(g, cg)), pp)])
     yoff = b.mul(b.add(b.mul(n, f["m"]), b.mul(g, mg)), pp)
     yg = b.gep(b.inttoptr(f["y"], FP), [yoff])
-    has_res = b.icmp_unsigned("!=", f["residual"], _c(0))
+    has_res = b.icmp_unsigned("!=", f["residual"], c64(0))
     rg = b.select(has_res, b.gep(b.inttoptr(f["residual"], FP), [yoff]), yg)      # yg: never read
-    wg = b.gep(b.inttoptr(f["wpk"], FP), [b.mul(b.mul(g, nmb), b.mul(cg, _c(MR)))])
-    bg = b.gep(b.inttoptr(f["bpk"], FP), [b.mul(b.mul(g, nmb), _c(MR))])
-    flags = b.or_(b.select(b.icmp_signed("!=", f["clamp"], _c(0)), _c(FLAG_CLAMP), _c(0)),
-                  b.select(has_res, _c(FLAG_RESIDUAL), _c(0)))
+    wg = b.gep(b.inttoptr(f["wpk"], FP), [b.mul(b.mul(g, nmb), b.mul(cg, c64(MR)))])
+    bg = b.gep(b.inttoptr(f["bpk"], FP), [b.mul(b.mul(g, nmb), c64(MR))])
+    flags = b.or_(b.select(b.icmp_signed("!=", f["clamp"], c64(0)), c64(FLAG_CLAMP), c64(0)),
+                  b.select(has_res, c64(FLAG_RESIDUAL), c64(0)))
     lo = b.fptrunc(b.bitcast(f["lo"], F64), F32)
     hi = b.fptrunc(b.bitcast(f["hi"], F64), F32)
     tab = b.bitcast(table, MK_TYPE.as_pointer().as_pointer())
-    base = b.select(wide, _c(2 * MR), _c(0))
+    base = b.select(wide, c64(2 * MR), c64(0))
     start = b.mul(ci, ppc)
-    end = _min(b, b.add(start, ppc), pp)
-    with for_range(b, 0, _cdiv(b, b.sub(end, start), pix), "pb") as pb:
+    end = smin(b, b.add(start, ppc), pp)
+    with for_range(b, 0, cdiv(b, b.sub(end, start), pix), "pb") as pb:
         p0 = b.add(start, b.mul(pb, pix))
-        npix = _min(b, pix, b.sub(end, p0))
+        npix = smin(b, pix, b.sub(end, p0))
         masked = b.icmp_signed("<", npix, pix)
         xin = b.gep(xg, [p0])
-        with for_range(b, b.mul(mj, mpc), _min(b, b.mul(b.add(mj, _c(1)), mpc), nmb), "mb") as mb:
-            m0 = b.mul(mb, _c(MR))
-            mr = _min(b, _c(MR), b.sub(mg, m0))
-            idx = b.add(b.add(base, b.select(masked, _c(MR), _c(0))), b.sub(mr, _c(1)))
+        with for_range(b, b.mul(mj, mpc), smin(b, b.mul(b.add(mj, c64(1)), mpc), nmb), "mb") as mb:
+            m0 = b.mul(mb, c64(MR))
+            mr = smin(b, c64(MR), b.sub(mg, m0))
+            idx = b.add(b.add(base, b.select(masked, c64(MR), c64(0))), b.sub(mr, c64(1)))
             mk = b.load(b.gep(tab, [idx]))
             off = b.add(b.mul(m0, pp), p0)
-            b.call(mk, [xin, pp, b.gep(wg, [b.mul(mb, b.mul(cg, _c(MR)))]), cg, b.gep(bg, [m0]),
+            b.call(mk, [xin, pp, b.gep(wg, [b.mul(mb, b.mul(cg, c64(MR)))]), cg, b.gep(bg, [m0]),
                         b.gep(yg, [off]), b.gep(rg, [off]), flags, lo, hi, npix])
     b.ret_void()
     return fn
@@ -202,26 +201,30 @@ def emit_conv_pointwise(module: ir.Module) -> ir.Function:
     pool = declare_pool(module)
     fn, b, desc, nt = driver_entry(module, POINTWISE_SYMBOL)
     d = b.bitcast(desc, I64P)
-    wide = b.icmp_signed("!=", _field(b, d, "wide"), _c(0))
-    pix = b.select(wide, _c(NV[True] * VL), _c(NV[False] * VL))
+    wide = b.icmp_signed("!=", _field(b, d, "wide"), c64(0))
+    pix = b.select(wide, c64(NV[True] * VL), c64(NV[False] * VL))
     pp = _field(b, d, "p")
-    npb = _cdiv(b, pp, pix)
+    npb = cdiv(b, pp, pix)
     units = b.mul(_field(b, d, "n"), _field(b, d, "group"))
-    per_unit = _cdiv(b, b.mul(nt, _c(CHUNKS_PER_THREAD)), units)
-    per_unit = b.select(b.icmp_signed("<", per_unit, _c(1)), _c(1), per_unit)
+    per_unit = cdiv(b, b.mul(nt, c64(CHUNKS_PER_THREAD)), units)
+    per_unit = b.select(b.icmp_signed("<", per_unit, c64(1)), c64(1), per_unit)
     # pixel blocks first; an image with fewer pixel blocks than chunks wanted (7x7, 14x14) is split by output
     # channel blocks too (the 160 -> 960 1x1 at 7x7 ran on one thread: 85 us on 2, onnxruntime 41)
-    pparts = _min(b, per_unit, npb)
+    pparts = smin(b, per_unit, npb)
     nmb = _field(b, d, "nmb")
-    mparts = _min(b, _cdiv(b, per_unit, pparts), nmb)
+    mparts = smin(b, cdiv(b, per_unit, pparts), nmb)
     # a chunk's pixels are a multiple of VL, not of the block: 784 pixels in 64-pixel blocks split 448/336,
     # in 16-pixel vectors 400/384 (the chunk's last block is masked; 96 -> 96 1x1 at 28x28 on 2 threads
     # measured within noise of before, 43-47 us)
-    ppc = b.mul(_cdiv(b, _cdiv(b, pp, pparts), _c(VL)), _c(VL))
-    mpc = _cdiv(b, nmb, mparts)
-    b.store(ppc, b.gep(d, [_c(len(FIELDS))]))
-    b.store(mpc, b.gep(d, [_c(len(FIELDS) + 1)]))
-    chunks = b.mul(units, b.mul(_cdiv(b, pp, ppc), _cdiv(b, nmb, mpc)))
+    ppc = b.mul(cdiv(b, cdiv(b, pp, pparts), c64(VL)), c64(VL))
+    mpc = cdiv(b, nmb, mparts)
+    b.store(ppc, b.gep(d, [c64(len(FIELDS))]))
+    b.store(mpc, b.gep(d, [c64(len(FIELDS) + 1)]))
+    chunks = b.mul(units, b.mul(cdiv(b, pp, ppc), cdiv(b, nmb, mpc)))
     b.call(pool, [body, b.bitcast(desc, BYTE_PTR_PTR), chunks, nt])
     b.ret_void()
     return fn
+
+
+assert EXTRA == 2                         # pixels and channel blocks per chunk, written by the entry point
+EMITTERS = {POINTWISE_SYMBOL: emit_conv_pointwise}

@@ -1,4 +1,4 @@
-"""Depthwise float32 2-D Conv through the native depthwise driver (codegen/conv_depthwise.py): rows of 16
+"""Depthwise float32 2-D Conv through the native depthwise driver (emit.py): rows of 16
 output columns, masked loads for the padding, no padded copy; stride-1 "same" Convs with square kernels run as
 flat planes, with the lanes' coordinates (for the tap masks) and the vectors that may use plain loads computed
 here once, at load (``flat_tables``).
@@ -7,23 +7,18 @@ here once, at load (``flat_tables``).
 when it does not apply (not float32, not ``group == C == M``, column stride other than 1 or 2, a kernel wider
 than ``MAX_KW``, an empty output, or a model whose native code lacks the driver); fast_conv.py's numpy
 depthwise path is then used.  The weights are stored once, at load, as ``[C][kh*kw]``; the bias as ``[C]``
-(zeros when there is none).  The epilogue hook (conv_native.EpilogueHook) takes over a following Relu/Clip
+(zeros when there is none).  The epilogue hook (kernels/conv_epilogue.py) takes over a following Relu/Clip
 and residual Add, as for the other native convolution drivers.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .conv_direct import _aligned, _call
-from .conv_native import EpilogueHook, _bits
+from ..conv_epilogue import EpilogueHook
+from ..native_call import aligned, call_driver, float_bits
+from .abi import EXTRA, FIELDS, MAX_KW, MAX_WIDTH, SYMBOL, VL, ZERO_MARGIN
 
-SYMBOL = "cl_dwconv_v3_f32"
-FIELDS = ("n", "c", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "x", "y", "wt", "bias",
-          "residual", "clamp", "lo", "hi", "coords", "nvec", "jlo", "jhi")
 _F = {name: i for i, name in enumerate(FIELDS)}
-EXTRA = 1                    # i64 words after FIELDS the driver writes (planes per chunk)
-MAX_KW = 11
-MAX_WIDTH, ZERO_MARGIN, VL = 8192, 256, 16     # codegen/conv_depthwise.py's zero row and vector width
 MAX_FLAT_VECTORS = 4096     # flat planes of at most 65536 outputs (the coordinate table: 128 bytes per vector)
 
 
@@ -42,7 +37,7 @@ def flat_tables(geo) -> tuple[np.ndarray, tuple[int, int]]:
     dilations other than 1)."""
     nvec = -(-geo.oh * geo.ow // VL)
     p = np.arange(nvec * VL)
-    coords = _aligned((nvec, 2, VL), np.int32)
+    coords = aligned((nvec, 2, VL), np.int32)
     coords[:, 0] = (p % geo.ow).reshape(nvec, VL)
     coords[:, 1] = np.where(p < geo.oh * geo.ow, p // geo.ow, -(1 << 30)).reshape(nvec, VL)
     rows = [(ky * geo.dh - geo.pads[0]) * geo.w - geo.pads[1] for ky in range(geo.kh)]
@@ -69,9 +64,9 @@ class DepthwiseConv(EpilogueHook):
 
     def __init__(self, geo, w: np.ndarray, bias, address: int, max_threads: int):
         self.g, self.address, self.max_threads = geo, address, max(1, max_threads)
-        self.wt = _aligned((geo.c, geo.kh * geo.kw))
+        self.wt = aligned((geo.c, geo.kh * geo.kw))
         self.wt[...] = np.asarray(w, np.float32).reshape(geo.c, geo.kh * geo.kw)
-        self.bias = _aligned((geo.c,))
+        self.bias = aligned((geo.c,))
         self.bias[...] = 0 if bias is None else np.asarray(bias, np.float32).reshape(geo.c)
         self.coords, self.window = flat_tables(geo) if flat(geo) else (None, (0, 0))
         self.workspace = 0
@@ -84,13 +79,13 @@ class DepthwiseConv(EpilogueHook):
         vals = dict(n=g.n, c=g.c, h=g.h, w=g.w, oh=g.oh, ow=g.ow, kh=g.kh, kw=g.kw, sh=g.sh, sw=g.sw, dh=g.dh,
                     dw=g.dw, pt=g.pads[0], pl=g.pads[1], x=x.ctypes.data, y=y.ctypes.data, wt=self.wt.ctypes.data,
                     bias=self.bias.ctypes.data, residual=ins[-1].ctypes.data if self.residual else 0,
-                    clamp=int(self.clamp is not None), lo=_bits(lo), hi=_bits(hi))
+                    clamp=int(self.clamp is not None), lo=float_bits(lo), hi=float_bits(hi))
         if self.coords is not None:
             vals.update(coords=self.coords.ctypes.data, nvec=len(self.coords), jlo=self.window[0],
                         jhi=self.window[1])
         for name, v in vals.items():
             desc[_F[name]] = v
-        return _call(self.address, desc, nt, (ins, y, self.wt, self.bias, self.coords, desc))
+        return call_driver(self.address, desc, nt, (ins, y, self.wt, self.bias, self.coords, desc))
 
 
 def native_depthwise(ctx, geo, w: np.ndarray, bias) -> DepthwiseConv | None:

@@ -37,17 +37,35 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .internal import constant_table, driver_entry, internal_function, prefetch
-from .loops import for_range, loop_id
-from .pool import BODY_TYPE, declare_pool
-from .types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I32, I64, VOID
+from ...codegen.internal import constant_table, driver_entry, internal_function, prefetch
+from ...codegen.loops import for_range, loop_id
+from ...codegen.threadpool import BODY_TYPE, declare_pool
+from ...codegen.types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I32, I64, VOID
+from ...codegen.vector import (
+    FLAG_CLAMP,
+    FLAG_RESIDUAL,
+    FP,
+    I64P,
+    VEC,
+    VECP,
+    VL,
+    c64,
+    cdiv,
+    clamp_lanes,
+    flag_versions,
+    smin,
+    splat,
+    splat_bool,
+    splat_i32,
+    tap_loop_head,
+    transpose,
+    vector_intrinsics,
+)
+from . import abi
+from .abi import EXTRA, FIELDS, STRIDES
+from .abi import SYMBOL as DIRECT_SYMBOL
 
-DIRECT_SYMBOL = "cl_conv2d_direct_v2_f32"
-FIELDS = ("n", "c", "h", "w", "m", "group", "oh", "ow", "sh", "sw", "pt", "pl", "hp", "wp", "pad", "x", "xp",
-          "y", "wpk", "bpk", "koff", "k", "nblk", "residual", "clamp", "lo", "hi", "wide")
 _F = {name: i for i, name in enumerate(FIELDS)}
-STRIDES = (1, 2, 4)                # column strides with their own microkernels (pixels q*sw apart)
-VL = 16                            # output channels per packed block (one AVX-512 vector)
 TILES = {True: (2, 12, 4), False: (1, 6, 4)}     # wide -> (channel blocks per tile, pixels per tile, max rows)
 # pool chunks per thread: one.  Each claim costs ~0.2 us of shared-counter traffic, and with one chunk each
 # thread computes the same part of every convolution (the caller the first rows, the worker the rest), so a
@@ -58,88 +76,9 @@ TILES = {True: (2, 12, 4), False: (1, 6, 4)}     # wide -> (channel blocks per t
 CHUNKS_PER_THREAD = 1
 ROWS_MIN_PIXELS = 512             # output images at least this large are split by rows (emit_conv_direct)
 PF_AHEAD = 64                      # taps the microkernels prefetch their weights ahead (internal.prefetch)
-FLAG_CLAMP, FLAG_RESIDUAL = 1, 2          # the microkernels' epilogue flags
 
-FP = F32.as_pointer()
-VEC = ir.VectorType(F32, VL)
-VECP = VEC.as_pointer()
-MASK = ir.VectorType(I1, VL)
-I64P = I64.as_pointer()
 MK_TYPE = ir.FunctionType(VOID, [FP, I64, FP, I64, I64P, I64, FP, FP, I64, I64, I64, FP, I64, F32, F32])
 # microkernel(x, rowstride, w, wstride, koff, K, bias, y, ystride_m, ystride_r, nvalid, res, flags, lo, hi)
-
-
-def _c(v: int) -> ir.Constant:
-    return ir.Constant(I64, v)
-
-
-def _min(b, x, y):
-    return b.select(b.icmp_signed("<", x, y), x, y)
-
-
-def _cdiv(b, x, y):
-    return b.sdiv(b.add(x, b.sub(y, _c(1))), y)
-
-
-def clamp_lanes(b: ir.IRBuilder, v: ir.Value, lov: ir.Value, hiv: ir.Value) -> ir.Value:
-    """``v`` clamped to [lov, hiv] lane by lane, NaN staying NaN (ordered compares are false for it)."""
-    v = b.select(b.fcmp_ordered("<", v, lov), lov, v)
-    return b.select(b.fcmp_ordered(">", v, hiv), hiv, v)
-
-
-def _splat(b: ir.IRBuilder, s: ir.Value) -> ir.Value:
-    one = b.insert_element(ir.Constant(VEC, None), s, ir.Constant(I32, 0))
-    return b.shuffle_vector(one, ir.Constant(VEC, None), ir.Constant(ir.VectorType(I32, VL), [0] * VL))
-
-
-def transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
-    """The VL x VL transpose of ``rows`` (VL vectors) by log2(VL) butterfly stages of two-source shuffles."""
-    rows = list(rows)
-    step = 1
-    while step < VL:
-        lo = [l if not l & step else VL + l - step for l in range(VL)]
-        hi = [l + step if not l & step else VL + l for l in range(VL)]
-        out = list(rows)
-        for i in range(VL):
-            if i & step:
-                continue
-            j = i | step
-            out[i] = b.shuffle_vector(rows[i], rows[j], ir.Constant(ir.VectorType(I32, VL), lo))
-            out[j] = b.shuffle_vector(rows[i], rows[j], ir.Constant(ir.VectorType(I32, VL), hi))
-        rows = out
-        step *= 2
-    return rows
-
-
-def _intrinsics(module: ir.Module):
-    def get(name, fnty):
-        fn = module.globals.get(name)
-        return fn if fn is not None else ir.Function(module, fnty, name)
-    fma = get("llvm.fmuladd.v16f32", ir.FunctionType(VEC, [VEC, VEC, VEC]))
-    mload = get("llvm.masked.load.v16f32.p0v16f32", ir.FunctionType(VEC, [VECP, I32, MASK, VEC]))
-    mstore = get("llvm.masked.store.v16f32.p0v16f32", ir.FunctionType(VOID, [VEC, VECP, I32, MASK]))
-    return fma, mload, mstore
-
-
-def flag_versions(fn: ir.Function, b: ir.IRBuilder, flags: ir.Value, emit) -> None:
-    """Branches from ``b`` on the epilogue ``flags`` (FLAG_RESIDUAL, FLAG_CLAMP) to one straight-line block per
-    combination, filled by ``emit(builder, residual_on, clamp_on, exit_block)`` (which ends it with a branch to
-    ``exit_block``), and leaves ``b`` at the exit block.  With the flags as selects instead, every output vector
-    paid a residual load, an add and a clamp even when they were off."""
-    exit_block = fn.append_basic_block("epi.exit")
-    blocks = {}
-    for res_on in (False, True):
-        for clamp_on in (False, True):
-            blk = blocks[res_on, clamp_on] = fn.append_basic_block(f"epi.r{int(res_on)}c{int(clamp_on)}")
-            emit(ir.IRBuilder(blk), res_on, clamp_on, exit_block)
-    has_res = b.icmp_signed("!=", b.and_(flags, _c(FLAG_RESIDUAL)), _c(0))
-    do_clamp = b.icmp_signed("!=", b.and_(flags, _c(FLAG_CLAMP)), _c(0))
-    with_res, no_res = fn.append_basic_block("epi.res"), fn.append_basic_block("epi.nores")
-    b.cbranch(has_res, with_res, no_res)
-    for blk, res_on in ((with_res, True), (no_res, False)):
-        b.position_at_end(blk)
-        b.cbranch(do_clamp, blocks[res_on, True], blocks[res_on, False])
-    b.position_at_end(exit_block)
 
 
 def _store_rows(module: ir.Module) -> ir.Function:
@@ -151,7 +90,7 @@ def _store_rows(module: ir.Module) -> ir.Function:
                            ir.FunctionType(VOID, [VECP, I64, I64, FP, I64, FP, I64, F32, F32]))
     if not fn.is_declaration:
         return fn
-    _, mload, mstore = _intrinsics(module)
+    _, mload, mstore = vector_intrinsics(module)
     fn.attributes.add("noinline")
     t, count, q, y, ys, res, flags, lo, hi = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -162,20 +101,20 @@ def _store_rows(module: ir.Module) -> ir.Function:
     mask = b.icmp_signed("<", iota, qv)
     zero = ir.Constant(VEC, None)
     # pixel vectors q.. are not meaningful: zero them before the transpose
-    cols = [b.select(b.icmp_signed("<", _c(i), q), b.load(b.gep(t, [_c(i)]), align=64), zero) for i in range(VL)]
+    cols = [b.select(b.icmp_signed("<", c64(i), q), b.load(b.gep(t, [c64(i)]), align=64), zero) for i in range(VL)]
     rows = transpose(b, cols)
-    lov, hiv = _splat(b, lo), _splat(b, hi)
+    lov, hiv = splat(b, lo), splat(b, hi)
 
     # the rows stay in registers (a channel loop passed them through the stack; with the flags as selects
     # this epilogue was 12% of a 16-channel 3x3 conv)
     def emit(vb, res_on, clamp_on, done):
         for i, v in enumerate(rows):
             body = fn.append_basic_block(f"{vb.block.name}.ch{i}")
-            vb.cbranch(vb.icmp_signed("<", _c(i), count), body, done)
+            vb.cbranch(vb.icmp_signed("<", c64(i), count), body, done)
             vb.position_at_end(body)
-            dst = vb.bitcast(vb.gep(y, [vb.mul(_c(i), ys)]), VECP)
+            dst = vb.bitcast(vb.gep(y, [vb.mul(c64(i), ys)]), VECP)
             if res_on:
-                rv = vb.call(mload, [vb.bitcast(vb.gep(res, [vb.mul(_c(i), ys)]), VECP), ir.Constant(I32, 4),
+                rv = vb.call(mload, [vb.bitcast(vb.gep(res, [vb.mul(c64(i), ys)]), VECP), ir.Constant(I32, 4),
                                      mask, zero])
                 v = vb.fadd(v, rv)
             if clamp_on:
@@ -188,26 +127,13 @@ def _store_rows(module: ir.Module) -> ir.Function:
     return fn
 
 
-def _splat_i32(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
-    """``v`` (an integer) truncated to i32 in every lane of a VL-lane vector."""
-    ty = ir.VectorType(I32, VL)
-    one = b.insert_element(ir.Constant(ty, None), b.trunc(v, I32), ir.Constant(I32, 0))
-    return b.shuffle_vector(one, ir.Constant(ty, None), ir.Constant(ty, [0] * VL))
-
-
-def _splat_bool(b: ir.IRBuilder, flag: ir.Value) -> ir.Value:
-    ty = ir.VectorType(I1, VL)
-    one = b.insert_element(ir.Constant(ty, None), flag, ir.Constant(I32, 0))
-    return b.shuffle_vector(one, ir.Constant(ty, None), ir.Constant(ir.VectorType(I32, VL), [0] * VL))
-
-
 def microkernel(module: ir.Module, ocv: int, rows: int, cols: int, sw: int) -> ir.Function:
     """``cl_convd.mk<ocv>_<rows>x<cols>_s<sw>`` (MK_TYPE): one tile of ``ocv`` channel blocks x ``rows`` x
     ``cols`` pixels, accumulated over every tap, then stored through ``cl_convd.store``."""
     fn = internal_function(module, f"cl_convd.mk{ocv}_{rows}x{cols}_s{sw}", MK_TYPE, noalias=(0, 2, 4, 6, 7, 11))
     if not fn.is_declaration:
         return fn
-    fma, _, _ = _intrinsics(module)
+    fma, _, _ = vector_intrinsics(module)
     store = _store_rows(module)
     x, rowstride, w, wstride, koff, kk, bias, y, ys_m, ys_r, nvalid, res, flags, lo, hi = fn.args
     entry = fn.append_basic_block("entry")
@@ -215,51 +141,36 @@ def microkernel(module: ir.Module, ocv: int, rows: int, cols: int, sw: int) -> i
     b = ir.IRBuilder(entry)
     t = b.alloca(VEC, VL)
     t.align = 64
-    bases = [b.gep(x, [b.mul(_c(r), rowstride)]) for r in range(rows)]
-    wblk = [b.gep(w, [b.mul(_c(o), wstride)]) for o in range(ocv)]
-    init = [b.load(b.bitcast(b.gep(bias, [_c(o * VL)]), VECP), align=4) for o in range(ocv)]
+    bases = [b.gep(x, [b.mul(c64(r), rowstride)]) for r in range(rows)]
+    wblk = [b.gep(w, [b.mul(c64(o), wstride)]) for o in range(ocv)]
+    init = [b.load(b.bitcast(b.gep(bias, [c64(o * VL)]), VECP), align=4) for o in range(ocv)]
     k, accs = tap_loop_head(b, head, entry,
                             {(o, r, q): init[o] for o in range(ocv) for r in range(rows) for q in range(cols)})
     b.cbranch(b.icmp_signed("<", k, kk), body, done)
     b.position_at_end(body)
     off = b.load(b.gep(koff, [k]))
-    wv = [b.load(b.bitcast(b.gep(wblk[o], [b.mul(k, _c(VL))]), VECP), align=4) for o in range(ocv)]
+    wv = [b.load(b.bitcast(b.gep(wblk[o], [b.mul(k, c64(VL))]), VECP), align=4) for o in range(ocv)]
     for o in range(ocv):
-        prefetch(module, b, b.gep(wblk[o], [b.mul(b.add(k, _c(PF_AHEAD)), _c(VL))]))
+        prefetch(module, b, b.gep(wblk[o], [b.mul(b.add(k, c64(PF_AHEAD)), c64(VL))]))
     for r in range(rows):
         base = b.gep(bases[r], [off])
         for q in range(cols):
-            s = _splat(b, b.load(b.gep(base, [_c(q * sw)])))
+            s = splat(b, b.load(b.gep(base, [c64(q * sw)])))
             for o in range(ocv):
                 accs[o, r, q].add_incoming(b.call(fma, [s, wv[o], accs[o, r, q]]), body)
-    k.add_incoming(b.add(k, _c(1), flags=("nsw", "nuw")), body)
+    k.add_incoming(b.add(k, c64(1), flags=("nsw", "nuw")), body)
     b.branch(head).set_metadata("llvm.loop", loop_id(module, {"llvm.loop.unroll.disable": None}))
     b.position_at_end(done)
     for o in range(ocv):
-        count = _min(b, b.sub(nvalid, _c(o * VL)), _c(VL))
-        with b.if_then(b.icmp_signed(">", count, _c(0))):
+        count = smin(b, b.sub(nvalid, c64(o * VL)), c64(VL))
+        with b.if_then(b.icmp_signed(">", count, c64(0))):
             for r in range(rows):
                 for q in range(cols):
-                    b.store(accs[o, r, q], b.gep(t, [_c(q)]), align=64)
-                off_y = b.add(b.mul(_c(o * VL), ys_m), b.mul(_c(r), ys_r))
-                b.call(store, [t, count, _c(cols), b.gep(y, [off_y]), ys_m, b.gep(res, [off_y]), flags, lo, hi])
+                    b.store(accs[o, r, q], b.gep(t, [c64(q)]), align=64)
+                off_y = b.add(b.mul(c64(o * VL), ys_m), b.mul(c64(r), ys_r))
+                b.call(store, [t, count, c64(cols), b.gep(y, [off_y]), ys_m, b.gep(res, [off_y]), flags, lo, hi])
     b.ret_void()
     return fn
-
-
-def tap_loop_head(b: ir.IRBuilder, head: ir.Block, entry: ir.Block, init: dict) -> tuple[ir.Value, dict]:
-    """Branches from ``entry`` to ``head`` and emits there the loop counter (from 0) and one accumulator phi per
-    key of ``init`` (starting at its value); the body adds the incoming values."""
-    b.branch(head)
-    b.position_at_end(head)
-    k = b.phi(I64, "k")
-    k.add_incoming(_c(0), entry)
-    accs = {}
-    for key, start in init.items():
-        phi = b.phi(VEC, "acc" + "_".join(map(str, key)))
-        phi.add_incoming(start, entry)
-        accs[key] = phi
-    return k, accs
 
 
 def _table(module: ir.Module, sw: int) -> tuple[ir.GlobalVariable, int, int]:
@@ -282,7 +193,7 @@ class _Fields:
         self.b, self.d = b, b.bitcast(desc, I64P)
 
     def __getitem__(self, name: str) -> ir.Value:
-        return self.b.load(self.b.gep(self.d, [_c(_F[name])]), name=name)
+        return self.b.load(self.b.gep(self.d, [c64(_F[name])]), name=name)
 
     def ptr(self, name: str) -> ir.Value:
         return self.b.inttoptr(self[name], FP)
@@ -290,25 +201,25 @@ class _Fields:
 
 def _tiling(b: ir.IRBuilder, f: _Fields):
     """(ocv_max, rows R, cols Q, column segments, row groups, super-blocks per group) for this convolution."""
-    wide = b.icmp_signed("!=", f["wide"], _c(0))
-    ocv_max = b.select(wide, _c(TILES[True][0]), _c(TILES[False][0]))
-    pmax = b.select(wide, _c(TILES[True][1]), _c(TILES[False][1]))
-    rmax = b.select(wide, _c(TILES[True][2]), _c(TILES[False][2]))
+    wide = b.icmp_signed("!=", f["wide"], c64(0))
+    ocv_max = b.select(wide, c64(TILES[True][0]), c64(TILES[False][0]))
+    pmax = b.select(wide, c64(TILES[True][1]), c64(TILES[False][1]))
+    rmax = b.select(wide, c64(TILES[True][2]), c64(TILES[False][2]))
     ow, oh = f["ow"], f["oh"]
-    nseg = _cdiv(b, ow, pmax)
-    q = _cdiv(b, ow, nseg)
-    r = _min(b, _min(b, b.sdiv(pmax, q), rmax), oh)
-    r = b.select(b.icmp_signed("<", r, _c(1)), _c(1), r)
-    return ocv_max, r, q, nseg, _cdiv(b, oh, r), _cdiv(b, f["nblk"], ocv_max)
+    nseg = cdiv(b, ow, pmax)
+    q = cdiv(b, ow, nseg)
+    r = smin(b, smin(b, b.sdiv(pmax, q), rmax), oh)
+    r = b.select(b.icmp_signed("<", r, c64(1)), c64(1), r)
+    return ocv_max, r, q, nseg, cdiv(b, oh, r), cdiv(b, f["nblk"], ocv_max)
 
 
 def _parts(b: ir.IRBuilder, nthreads: ir.Value, images: ir.Value) -> ir.Value:
     """Chunks per image: about CHUNKS_PER_THREAD per thread over all images, and a multiple of the thread count
     when the images do not share out evenly (3 images on 2 threads: each cut in two)."""
-    want = b.mul(nthreads, _c(CHUNKS_PER_THREAD))
-    per = _cdiv(b, want, images)
-    per = b.select(b.icmp_signed("<", per, _c(1)), _c(1), per)
-    odd = b.icmp_signed("!=", b.srem(b.mul(images, per), nthreads), _c(0))
+    want = b.mul(nthreads, c64(CHUNKS_PER_THREAD))
+    per = cdiv(b, want, images)
+    per = b.select(b.icmp_signed("<", per, c64(1)), c64(1), per)
+    odd = b.icmp_signed("!=", b.srem(b.mul(images, per), nthreads), c64(0))
     return b.select(odd, b.mul(per, nthreads), per)
 
 
@@ -321,26 +232,26 @@ def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
     ocv_max, rr, qq, nseg, nrow, nsb = _tiling(b, f)
     tiles = b.mul(nrow, nseg)
     words = b.bitcast(fn.args[0], I64P)
-    tpc = b.load(b.gep(words, [_c(len(FIELDS))]))            # tiles per chunk, written by the entry point
-    upc = b.load(b.gep(words, [_c(len(FIELDS) + 1)]))        # channel units (group, super-block) per chunk
+    tpc = b.load(b.gep(words, [c64(len(FIELDS))]))            # tiles per chunk, written by the entry point
+    upc = b.load(b.gep(words, [c64(len(FIELDS) + 1)]))        # channel units (group, super-block) per chunk
     units = b.mul(f["group"], nsb)
-    rparts, cparts = _cdiv(b, tiles, tpc), _cdiv(b, units, upc)
+    rparts, cparts = cdiv(b, tiles, tpc), cdiv(b, units, upc)
     cpu = b.mul(rparts, cparts)
     n, rem = b.sdiv(chunk, cpu), b.srem(chunk, cpu)
     ci, cj = b.sdiv(rem, cparts), b.srem(rem, cparts)
     u0 = b.mul(cj, upc)
-    u1 = _min(b, b.add(u0, upc), units)
+    u1 = smin(b, b.add(u0, upc), units)
     cg, mg = b.sdiv(f["c"], f["group"]), b.sdiv(f["m"], f["group"])
     hp, wp, oh, ow, kk = f["hp"], f["wp"], f["oh"], f["ow"], f["k"]
-    padded = b.icmp_signed("!=", f["pad"], _c(0))
+    padded = b.icmp_signed("!=", f["pad"], c64(0))
     src = b.select(padded, f.ptr("xp"), f.ptr("x"))
-    wstride = b.mul(kk, _c(VL))
+    wstride = b.mul(kk, c64(VL))
     plane = b.mul(oh, ow)
     resi = f["residual"]
-    has_res = b.icmp_unsigned("!=", resi, _c(0))
+    has_res = b.icmp_unsigned("!=", resi, c64(0))
     koff = b.inttoptr(f["koff"], I64P)
-    flags = b.or_(b.select(b.icmp_signed("!=", f["clamp"], _c(0)), _c(FLAG_CLAMP), _c(0)),
-                  b.select(has_res, _c(FLAG_RESIDUAL), _c(0)))
+    flags = b.or_(b.select(b.icmp_signed("!=", f["clamp"], c64(0)), c64(FLAG_CLAMP), c64(0)),
+                  b.select(has_res, c64(FLAG_RESIDUAL), c64(0)))
     lo = b.fptrunc(b.bitcast(f["lo"], F64), F32)
     hi = b.fptrunc(b.bitcast(f["hi"], F64), F32)
     sh, sw = f["sh"], f["sw"]
@@ -348,10 +259,10 @@ def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
     table = b.bitcast(module.globals["cl_convd.table_s1"], MK_TYPE.as_pointer().as_pointer())
     for s in STRIDES[1:]:
         ts = b.bitcast(module.globals[f"cl_convd.table_s{s}"], MK_TYPE.as_pointer().as_pointer())
-        table = b.select(b.icmp_signed("==", sw, _c(s)), ts, table)
+        table = b.select(b.icmp_signed("==", sw, c64(s)), ts, table)
     _, rmax, pmax = TILES_MAX
     t0 = b.mul(ci, tpc)
-    t1 = _min(b, b.add(t0, tpc), tiles)
+    t1 = smin(b, b.add(t0, tpc), tiles)
     own_pad = b.and_(padded, b.not_(_shared_pad(b, f, upc, units, nsb)))
     with b.if_then(b.and_(own_pad, b.icmp_signed("<", t0, t1))):
         # the padded input rows this chunk's tiles read, padded here, by the thread that reads them (a separate
@@ -359,12 +270,12 @@ def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
         # cache: resnet_mini's 32x40x40 3x3 took 104 us on 2 threads, 75 without the padding); neighbouring
         # chunks write the same halo rows with the same values
         ya = b.mul(b.sdiv(t0, nseg), rr)
-        yb = _min(b, b.mul(b.add(b.sdiv(b.sub(t1, _c(1)), nseg), _c(1)), rr), oh)
-        span = b.sub(hp, b.mul(b.sub(oh, _c(1)), sh))          # padded rows one output row reads
+        yb = smin(b, b.mul(b.add(b.sdiv(b.sub(t1, c64(1)), nseg), c64(1)), rr), oh)
+        span = b.sub(hp, b.mul(b.sub(oh, c64(1)), sh))          # padded rows one output row reads
         r0 = b.mul(ya, sh)
-        r1 = _min(b, b.add(b.mul(b.sub(yb, _c(1)), sh), span), hp)
+        r1 = smin(b, b.add(b.mul(b.sub(yb, c64(1)), sh), span), hp)
         p0 = b.add(b.mul(n, f["c"]), b.mul(b.sdiv(u0, nsb), cg))                # the planes of its groups
-        p1 = b.add(b.mul(n, f["c"]), b.mul(b.add(b.sdiv(b.sub(u1, _c(1)), nsb), _c(1)), cg))
+        p1 = b.add(b.mul(n, f["c"]), b.mul(b.add(b.sdiv(b.sub(u1, c64(1)), nsb), c64(1)), cg))
         b.call(pad_rows, [b.bitcast(fn.args[0], BYTE_PTR), p0, p1, r0, r1])
     # each channel unit (group, super-block) of the chunk's in turn over its rows (a super-block's weights stay
     # in cache over the tiles; the rows stay in cache over the super-blocks), so the rows are padded once
@@ -373,9 +284,9 @@ def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
         xbase = b.gep(src, [b.mul(b.add(b.mul(n, f["c"]), b.mul(g, cg)), b.mul(hp, wp))])
         blk = b.add(b.mul(g, f["nblk"]), b.mul(sb, ocv_max))
         wptr = b.gep(f.ptr("wpk"), [b.mul(blk, wstride)])
-        bptr = b.gep(f.ptr("bpk"), [b.mul(blk, _c(VL))])
-        m0 = b.mul(sb, b.mul(ocv_max, _c(VL)))
-        ocv = _min(b, ocv_max, b.sub(f["nblk"], b.mul(sb, ocv_max)))
+        bptr = b.gep(f.ptr("bpk"), [b.mul(blk, c64(VL))])
+        m0 = b.mul(sb, b.mul(ocv_max, c64(VL)))
+        ocv = smin(b, ocv_max, b.sub(f["nblk"], b.mul(sb, ocv_max)))
         nvalid = b.sub(mg, m0)
         yoff = b.mul(b.add(b.mul(n, f["m"]), b.add(b.mul(g, mg), m0)), plane)
         ybase = b.gep(f.ptr("y"), [yoff])
@@ -383,10 +294,10 @@ def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
         with for_range(b, t0, t1, "t") as t:
             rg, seg = b.sdiv(t, nseg), b.srem(t, nseg)
             oy0, ox0 = b.mul(rg, rr), b.mul(seg, qq)
-            reff = _min(b, rr, b.sub(oh, oy0))
-            qeff = _min(b, qq, b.sub(ow, ox0))
-            idx = b.add(b.mul(b.sub(ocv, _c(1)), _c(rmax * pmax)), b.add(b.mul(b.sub(reff, _c(1)), _c(pmax)),
-                                                                        b.sub(qeff, _c(1))))
+            reff = smin(b, rr, b.sub(oh, oy0))
+            qeff = smin(b, qq, b.sub(ow, ox0))
+            idx = b.add(b.mul(b.sub(ocv, c64(1)), c64(rmax * pmax)), b.add(b.mul(b.sub(reff, c64(1)), c64(pmax)),
+                                                                        b.sub(qeff, c64(1))))
             mk = b.load(b.gep(table, [idx]))
             xin = b.gep(xbase, [b.add(b.mul(oy0, rowstride), b.mul(ox0, sw))])
             opix = b.add(b.mul(oy0, ow), ox0)
@@ -412,29 +323,29 @@ def _emit_pad(module: ir.Module) -> ir.Function:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     desc, p0, p1, r0, r1 = fn.args
     f = _Fields(b, desc)
-    _, mload, mstore = _intrinsics(module)
+    _, mload, mstore = vector_intrinsics(module)
     h, w, hp, wp, pt, pl = f["h"], f["w"], f["hp"], f["wp"], f["pt"], f["pl"]
     x, xp = f.ptr("x"), f.ptr("xp")
     ivec = ir.VectorType(I32, VL)
     iota = ir.Constant(ivec, list(range(VL)))
 
     def splat32(v):
-        return _splat_i32(b, v)
+        return splat_i32(b, v)
 
     zero = ir.Constant(VEC, None)
     wv, wpv, zv = splat32(w), splat32(wp), ir.Constant(ivec, [0] * VL)
-    nvec = _cdiv(b, wp, _c(VL))
+    nvec = cdiv(b, wp, c64(VL))
     with for_range(b, p0, p1, "p") as p:
         dplane = b.gep(xp, [b.mul(p, b.mul(hp, wp))])
         splane = b.gep(x, [b.mul(p, b.mul(h, w))])
         with for_range(b, r0, r1, "r") as r:
             drow = b.gep(dplane, [b.mul(r, wp)])
             sr = b.sub(r, pt)
-            inside = b.and_(b.icmp_signed(">=", sr, _c(0)), b.icmp_signed("<", sr, h))
-            srow = b.gep(splane, [b.mul(b.select(inside, sr, _c(0)), w)])
-            inside_v = _splat_bool(b, inside)
+            inside = b.and_(b.icmp_signed(">=", sr, c64(0)), b.icmp_signed("<", sr, h))
+            srow = b.gep(splane, [b.mul(b.select(inside, sr, c64(0)), w)])
+            inside_v = splat_bool(b, inside)
             with for_range(b, 0, nvec, "v") as v:
-                j0 = b.mul(v, _c(VL))
+                j0 = b.mul(v, c64(VL))
                 cols = b.add(splat32(j0), iota)                      # destination columns
                 src = b.sub(cols, splat32(pl))                      # their source columns
                 smask = b.and_(inside_v, b.and_(b.icmp_signed(">=", src, zv), b.icmp_signed("<", src, wv)))
@@ -454,9 +365,9 @@ def _emit_pad_planes(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
     fn.linkage = "internal"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     f = _Fields(b, fn.args[0])
-    per = b.load(b.gep(b.bitcast(fn.args[0], I64P), [_c(len(FIELDS))]))
+    per = b.load(b.gep(b.bitcast(fn.args[0], I64P), [c64(len(FIELDS))]))
     p0 = b.mul(fn.args[1], per)
-    b.call(pad_rows, [b.bitcast(fn.args[0], BYTE_PTR), p0, _min(b, b.add(p0, per), b.mul(f["n"], f["c"])), _c(0),
+    b.call(pad_rows, [b.bitcast(fn.args[0], BYTE_PTR), p0, smin(b, b.add(p0, per), b.mul(f["n"], f["c"])), c64(0),
                       f["hp"]])
     b.ret_void()
     return fn
@@ -466,8 +377,8 @@ def _shared_pad(b: ir.IRBuilder, f: _Fields, upc: ir.Value, units: ir.Value, nsb
     """Whether chunks split the channel super-blocks of a group (so several would pad the same input planes):
     then a padding phase split by planes runs first.  Both chunks padding all 64 planes of a 20 x 20 image
     made resnet_mini's convolution take 178 us instead of 81 when the host makes cross-core traffic slow."""
-    return b.and_(b.icmp_signed("!=", f["pad"], _c(0)),
-                  b.and_(b.icmp_signed("<", upc, units), b.icmp_signed(">", nsb, _c(1))))
+    return b.and_(b.icmp_signed("!=", f["pad"], c64(0)),
+                  b.and_(b.icmp_signed("<", upc, units), b.icmp_signed(">", nsb, c64(1))))
 
 
 def emit_conv_direct(module: ir.Module) -> ir.Function:
@@ -499,22 +410,26 @@ def emit_conv_direct(module: ir.Module) -> ir.Function:
     # traffic slow (a line's round trip 240-600 ns instead of 80): then timm's repvgg_a0 (96 x 28 x 28,
     # 48 x 56 x 56) ran 8.84 -> 7.05 ms from channel units to rows (onnxruntime 6.62), while regnety_008's group
     # convolution 320 x 14 x 14 took 143 us in rows, 60 in channel halves (53 and 61 quiet)
-    rows_work = b.mul(_cdiv(b, tiles, parts), b.mul(f["group"], f["nblk"]))
-    unit_work = b.mul(b.mul(_cdiv(b, units, parts), _min(b, ocv_max, f["nblk"])), tiles)
-    rows_fair = b.icmp_signed("<=", b.mul(rows_work, _c(100)), b.mul(unit_work, _c(110)))
-    units_fair = b.icmp_signed("<=", b.mul(unit_work, _c(100)), b.mul(rows_work, _c(110)))
-    large = b.icmp_signed(">=", b.mul(f["oh"], f["ow"]), _c(ROWS_MIN_PIXELS))
+    rows_work = b.mul(cdiv(b, tiles, parts), b.mul(f["group"], f["nblk"]))
+    unit_work = b.mul(b.mul(cdiv(b, units, parts), smin(b, ocv_max, f["nblk"])), tiles)
+    rows_fair = b.icmp_signed("<=", b.mul(rows_work, c64(100)), b.mul(unit_work, c64(110)))
+    units_fair = b.icmp_signed("<=", b.mul(unit_work, c64(100)), b.mul(rows_work, c64(110)))
+    large = b.icmp_signed(">=", b.mul(f["oh"], f["ow"]), c64(ROWS_MIN_PIXELS))
     rows = b.select(large, rows_fair, b.not_(units_fair))
-    tpc = b.select(rows, _cdiv(b, tiles, _min(b, parts, tiles)), tiles)
-    upc = b.select(rows, units, _cdiv(b, units, _min(b, parts, units)))
+    tpc = b.select(rows, cdiv(b, tiles, smin(b, parts, tiles)), tiles)
+    upc = b.select(rows, units, cdiv(b, units, smin(b, parts, units)))
     with b.if_then(_shared_pad(b, f, upc, units, nsb)):
         planes = b.mul(f["n"], f["c"])
-        per = _cdiv(b, planes, b.mul(nt, _c(2)))
-        b.store(per, b.gep(d, [_c(len(FIELDS))]))
-        b.call(pool, [pad_planes, bufs, _cdiv(b, planes, per), nt])
-    b.store(tpc, b.gep(d, [_c(len(FIELDS))]))
-    b.store(upc, b.gep(d, [_c(len(FIELDS) + 1)]))
-    chunks = b.mul(f["n"], b.mul(_cdiv(b, tiles, tpc), _cdiv(b, units, upc)))
+        per = cdiv(b, planes, b.mul(nt, c64(2)))
+        b.store(per, b.gep(d, [c64(len(FIELDS))]))
+        b.call(pool, [pad_planes, bufs, cdiv(b, planes, per), nt])
+    b.store(tpc, b.gep(d, [c64(len(FIELDS))]))
+    b.store(upc, b.gep(d, [c64(len(FIELDS) + 1)]))
+    chunks = b.mul(f["n"], b.mul(cdiv(b, tiles, tpc), cdiv(b, units, upc)))
     b.call(pool, [compute, bufs, chunks, nt])
     b.ret_void()
     return fn
+
+
+assert abi.VL == VL and EXTRA == 2      # the record's block width; the two words the entry point writes
+EMITTERS = {DIRECT_SYMBOL: emit_conv_direct}

@@ -1,0 +1,46 @@
+"""What the drivers' selection predicates (``select`` in kernels/*/abi.py) read of an IR node: dtypes, shapes,
+constant inputs and the convolution attributes, without importing the op table."""
+from __future__ import annotations
+
+
+def dtype(node, i: int) -> str | None:
+    """numpy name of input ``i``'s dtype (``"float32"``), or None when absent or untyped."""
+    v = node.inputs[i] if i < len(node.inputs) else None
+    return None if v is None or v.type is None else str(v.type.dtype.np)
+
+
+def shape(node, i: int) -> tuple | None:
+    v = node.inputs[i] if i < len(node.inputs) else None
+    return None if v is None or v.type is None or v.type.shape is None else tuple(v.type.shape)
+
+
+def is_const(node, i: int) -> bool:
+    v = node.inputs[i] if i < len(node.inputs) else None
+    return v is not None and getattr(v, "const", None) is not None
+
+
+def conv_2d(node) -> dict | None:
+    """A 2-D Conv with constant 4-D weights: ``dtype``, ``c``, ``m``, ``group``, ``cg``, ``kh``, ``kw``, ``sh``,
+    ``sw``, ``pads``; else None."""
+    if node.op != "Conv" or len(node.inputs) < 2:
+        return None
+    x, w = shape(node, 0), shape(node, 1)
+    if x is None or w is None or len(x) != 4 or len(w) != 4 or not is_const(node, 1):
+        return None
+    a = node.attrs
+    sh, sw = (int(s) for s in a.get("strides", (1, 1)))
+    return {"dtype": dtype(node, 0), "c": int(x[1]), "m": int(w[0]), "cg": int(w[1]), "group": int(a.get("group", 1)),
+            "kh": int(w[2]), "kw": int(w[3]), "sh": sh, "sw": sw, "pads": tuple(int(p) for p in a.get("pads", (0,) * 4)),
+            "auto_pad": a.get("auto_pad", "NOTSET")}
+
+
+def is_depthwise(g: dict) -> bool:
+    return g["cg"] == 1 and g["group"] == g["c"] == g["m"]
+
+
+def is_patch(g: dict, node) -> bool:
+    """A patch-embedding Conv (kernel = stride, no padding, at least 64 taps): it runs as one GEMM on the gemm
+    drivers (runtime/fast_patch.py) rather than on a convolution driver."""
+    dil = tuple(int(d) for d in node.attrs.get("dilations", (1, 1)))
+    return (g["group"] == 1 and (g["kh"], g["kw"]) == (g["sh"], g["sw"]) and g["kh"] * g["kw"] >= 64
+            and dil == (1, 1) and not any(g["pads"]) and g["dtype"] in ("float32", "float64"))
