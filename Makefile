@@ -18,13 +18,13 @@ models: $(STAMP)
 	$(PY) models/make_models.py
 
 run: $(STAMP)
-	$(PY) -m converter_lite.tools.demo
+	$(PY) -m tools.demo
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 tests
 
 bench: $(STAMP)
-	$(PY) -m converter_lite.tools.bench
+	$(PY) -m tools.bench
 
 fuzz: $(STAMP)
 	FUZZ_EXAMPLES=5000 $(PY) -m pytest -q tests/fuzz -p no:randomly

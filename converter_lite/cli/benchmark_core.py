@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import RET_ERROR, RET_INPUT_PARAM_INVALID, RET_NOT_SUPPORT, ConverterError
-from ..runtime.memory import MIB, RssPeak, fmt_mib, traced_peak
+from .memory import MIB, RssPeak, fmt_mib, traced_peak
 from .progress import Progress
 
 Printer = Callable[[str], None]
@@ -124,7 +124,7 @@ def _print_settings(opts: BenchmarkOptions, out: Printer) -> None:
 
 def _run(opts: BenchmarkOptions, name: str, report: dict, out: Printer, err: Printer) -> None:
     from ..api import load
-    from ..runtime.inputs import check_input_shapes, random_inputs, read_input_files
+    from .inputs import check_input_shapes, random_inputs, read_input_files
 
     out("start reading model file")
     rss = RssPeak().start()
@@ -154,7 +154,7 @@ def _run(opts: BenchmarkOptions, name: str, report: dict, out: Printer, err: Pri
 
 
 def _accuracy(opts, model, feeds, report, out, err) -> None:
-    from ..runtime.accuracy import compare_outputs, failure_lines, fmt, read_calibration
+    from .accuracy import compare_outputs, failure_lines, fmt, read_calibration
 
     out("MarkAccuracy")
     for i, a in enumerate(feeds.values()):
@@ -184,7 +184,7 @@ def _accuracy(opts, model, feeds, report, out, err) -> None:
 
 
 def _performance(opts, name, model, feeds, report, out) -> None:
-    from ..runtime.bench import measure, profile_report, profile_tables, profile_total_line, timing_lines
+    from .timing import measure, profile_report, profile_tables, profile_total_line, timing_lines
 
     progress = Progress() if opts.progress else None
     out("Running warm up loops...")
@@ -203,7 +203,7 @@ def _performance(opts, name, model, feeds, report, out) -> None:
 
 
 def _memory(model, feeds, rss: RssPeak, report: dict, out: Printer) -> None:
-    """Peak memory lines (runtime/memory.py explains both methods): the resident memory that loading and the
+    """Peak memory lines (cli/memory.py explains both methods): the resident memory that loading and the
     runs added, then the numpy arrays alive at once within one more (untimed, traced) run."""
     peak_rss = rss.peak_bytes()
     arrays = traced_peak(lambda: model.run(feeds))

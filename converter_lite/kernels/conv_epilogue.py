@@ -10,23 +10,25 @@ import math
 import numpy as np
 
 
+EPILOGUE_ATTR = "conv_epilogue"    # on a fused kernel the converter folded into the Conv before it (passes/)
+
+
 class EpilogueHook:
-    """The lowering's ``Impl.epilogue`` hook of the native convolution drivers (conv_tiles, conv_direct, conv_pointwise, conv_depthwise):
-    ``clamp`` ((lo, hi) or None) and ``residual`` (an extra last input) are applied in the driver's epilogue."""
+    """The ``Impl.epilogue`` hook of the native convolution drivers (conv_tiles, conv_direct, conv_pointwise,
+    conv_depthwise): ``clamp`` ((lo, hi) or None) and ``residual`` (an extra last input) are applied in the
+    driver's epilogue."""
     clamp, residual = None, False
 
-    def epilogue(self, node, ins, own, prog):
-        """Takes over a fused kernel after the Conv that is an optional ``Add`` of a value computed earlier then
-        clamps (Relu, Max/Min with a constant, Clip); returns the extra inputs (the Add's other operand) or
-        None."""
+    def epilogue(self, clamp, residual) -> tuple | None:
+        """Takes over the fused kernel the converter recorded as this Conv's epilogue: ``clamp`` (lo, hi) or
+        None, ``residual`` the value id added before it or None; returns the extra inputs of the step, or None
+        when an epilogue was taken already."""
         if self.clamp is not None or self.residual:
             return None
-        found = _epilogue_of(node.attrs.get("graph"), ins, own, prog)
-        if found is None:
-            return None
-        self.clamp, res = found
-        self.residual = res is not None
-        return () if res is None else (res,)
+        self.clamp = None if clamp is None else (float(clamp[0]), float(clamp[1]))
+        self.residual = residual is not None
+        return () if residual is None else (residual,)
+
 
 def _scalar(v):
     """The float value of a one-element constant, else None."""
@@ -55,25 +57,23 @@ def _bound(node, cur, lo: float, hi: float):
     return None
 
 
-def _epilogue_of(graph, ins, own, prog):
-    """((lo, hi) or None, residual value id or None) when fused sub-graph ``graph`` (inputs bound to value ids
-    ``ins``) is an optional ``Add(own, r)`` (``r`` a computed value of ``own``'s shape and dtype) followed by
-    clamps (Relu, Max/Min with a constant, Clip with constant bounds), at least one node; else None."""
-    if graph is None or len(graph.outputs) != 1 or len(graph.inputs) != len(ins) or not graph.nodes:
+def match_epilogue(graph, host: int, residual_ok) -> tuple | None:
+    """``(clamp, residual)`` when fused sub-graph ``graph`` is an optional ``Add(x, r)`` of its input ``host``
+    (the Conv's output) and another input ``r`` (``residual_ok(position)`` says whether it may be read by the
+    driver: computed, same shape and dtype) followed by clamps (Relu, Max/Min with a constant, Clip with
+    constant bounds), at least one node; ``clamp`` is (lo, hi) or None, ``residual`` r's input position or None.
+    Else None."""
+    if graph is None or len(graph.outputs) != 1 or not graph.nodes or not 0 <= host < len(graph.inputs):
         return None
-    vid = {id(v): i for v, i in zip(graph.inputs, ins)}
-    src = [v for v in graph.inputs if vid[id(v)] == own]
-    if len(src) != 1:
-        return None
-    cur, residual, bounds = src[0], None, None
+    pos = {id(v): i for i, v in enumerate(graph.inputs)}
+    cur, residual, bounds = graph.inputs[host], None, None
     for k, n in enumerate(graph.nodes):
         if len(n.outputs) != 1:
             return None
         others = [v for v in n.inputs if v is not cur]
-        if n.op == "Add" and k == 0 and len(n.inputs) == 2 and len(others) == 1 and id(others[0]) in vid:
-            r = vid[id(others[0])]
-            rv, ov = prog.values[r], prog.values[own]
-            if r == own or rv.const is not None or rv.dynamic or rv.shape != ov.shape or rv.dtype != ov.dtype:
+        if n.op == "Add" and k == 0 and len(n.inputs) == 2 and len(others) == 1 and id(others[0]) in pos:
+            r = pos[id(others[0])]
+            if r == host or not residual_ok(r):
                 return None
             residual = r
         else:

@@ -40,7 +40,7 @@ def is_depthwise(g: dict) -> bool:
 
 def is_patch(g: dict, node) -> bool:
     """A patch-embedding Conv (kernel = stride, no padding, at least 64 taps): it runs as one GEMM on the gemm
-    drivers (runtime/fast_patch.py) rather than on a convolution driver."""
+    drivers (runtime/fast/patch.py) rather than on a convolution driver."""
     dil = tuple(int(d) for d in node.attrs.get("dilations", (1, 1)))
     return (g["group"] == 1 and (g["kh"], g["kw"]) == (g["sh"], g["sw"]) and g["kh"] * g["kw"] >= 64
             and dil == (1, 1) and not any(g["pads"]) and g["dtype"] in ("float32", "float64"))

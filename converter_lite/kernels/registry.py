@@ -32,6 +32,11 @@ class Driver:
         return tuple(self.abi.OPS)
 
     @property
+    def epilogue(self) -> bool:
+        """Whether the driver computes a following residual Add and clamps in its epilogue."""
+        return bool(getattr(self.abi, "EPILOGUE", False))
+
+    @property
     def always(self) -> bool:
         return bool(getattr(self.abi, "ALWAYS", False))
 
@@ -42,6 +47,7 @@ class Driver:
 DRIVERS: tuple[Driver, ...] = tuple(Driver(n, importlib.import_module(f"{__package__}.{n}.abi")) for n in NAMES)
 BY_SYMBOL: dict[str, Driver] = {s: d for d in DRIVERS for s in d.symbols}
 ALWAYS: tuple[str, ...] = tuple(s for d in DRIVERS if d.always for s in d.symbols)
+WITH_EPILOGUE: frozenset[str] = frozenset(s for d in DRIVERS if d.epilogue for s in d.symbols)
 
 
 def select(node) -> tuple[str, ...]:

@@ -1,8 +1,9 @@
 """``graph_kernel_build``: every fused kernel -> native code (LLVM via llvmlite), one shared object per model.
 
-1. Record on every node the hand-written drivers it may run on (select_drivers.py); collect the GraphKernel
-   nodes (in graph order, nested none).  A graph with none still gets a shared object when some node recorded
-   a driver.
+1. Record on every node the hand-written drivers it may run on (select_drivers.py) and on every fused kernel
+   a convolution driver computes in its epilogue, the Conv it folds into (conv_epilogue.py); collect the
+   GraphKernel nodes (in graph order, nested none).  A graph with none still gets a shared object when some node
+   recorded a driver.
 2. Kernels the code generator cannot lower (an op without an emitter) stay interpreted; each is logged with
    the op at fault.
 3. ``codegen.build_kernels`` lowers, optimises for the target (``cpu_arch``/``cpu_type``/``cpu_feature``,
@@ -18,6 +19,7 @@ from ..ir.core import Graph
 from ..kernels.registry import emitters
 from .base import Pass, PassContext
 from .registry import register_pass
+from .conv_epilogue import assign_conv_epilogues
 from .select_drivers import recorded_drivers, select_drivers
 
 
@@ -33,6 +35,7 @@ class GraphKernelBuild(Pass):
         drivers = bool(select_drivers(graph))
         if not kernels and not drivers:
             return False
+        ctx.count("graph_kernel_build/conv_epilogues", assign_conv_epilogues(graph))
         cfg = ctx.config
         target = {"cpu_arch": cfg.cpu_arch, "cpu_type": cfg.cpu_type, "cpu_feature": cfg.cpu_feature}
         todo = []

@@ -1,6 +1,6 @@
 """Which hand-written native driver each node may run on: decided here, at conversion, and recorded in the
 graph the ``.ms`` stores (node attribute ``native_drivers``: driver symbols).  The runtime binds a node only to
-drivers recorded on it (runtime/lowering.py ``NodeCtx.native``), and the build links exactly the union of the
+drivers recorded on it (runtime/program.py ``NodeCtx.native``), and the build links exactly the union of the
 recorded drivers (plus those every native model needs, the step runner), so a ``.ms`` carries only the driver
 code its graph uses.
 

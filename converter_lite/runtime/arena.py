@@ -1,6 +1,6 @@
 """Arena planning for a Plan: which values share storage, and where each buffer lives in one arena.
 
-Input: the lowered program (``lowering.Program``): values that are *buffers* (static shape, computed at run
+Input: the lowered program (``program.Program``): values that are *buffers* (static shape, computed at run
 time), *views* of another value (same bytes, contiguous, at a byte offset: zero-copy Reshape/Squeeze/Slice...),
 constants and dynamic-shape values (neither of the last two is planned); and the steps, in order, with the
 value ids they read and write.

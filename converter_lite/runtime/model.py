@@ -3,7 +3,7 @@
 The model's graph becomes a flat ``Plan`` at load time (plan.py: pre-bound steps over one pre-planned arena).
 Fused kernels (``GraphKernel`` nodes) run native code when the file carries native sections (names starting
 with ``native/``) and the native library provides the kernel; otherwise their sub-graphs are inlined into the
-plan.  Other nodes run the runtime's fast kernels (fast_kernels.py) or the reference kernels of
+plan.  Other nodes run the runtime's fast kernels (fast/table.py) or the reference kernels of
 ``converter_lite.ops``.
 
 Native hook (runtime/native.py): ``NativeLibrary.from_sections(sections)`` returns an object whose
@@ -13,7 +13,7 @@ kernel also has ``bind(inputs, outputs) -> run()`` the plan binds it once to its
 object has ``set_num_threads(n)``, it is called with the model's ``num_threads``.
 
 Threads: ``num_threads`` bounds every part of a run: the native kernels' OpenMP team and the runtime's own
-splitting of large GEMMs/convolutions (runtime/parallel.py) use at most that many threads, and numpy's BLAS
+splitting of large GEMMs/convolutions (runtime/fast/parallel.py) use at most that many threads, and numpy's BLAS
 is held at one thread during a run so that teams never oversubscribe the cores (runtime/threads.py).  By
 default each run uses 1 or ``num_threads`` threads, whichever recent runs measured faster
 (``adaptive_threads``): a second thread only pays when a core is free.
@@ -268,7 +268,7 @@ def _native_resolver(loaded: LoadedModel, num_threads: int, trust_native_code: b
             log.info("no native code for kernel %s (node %s); running its reference sub-graph", name, node.name)
             return None
         return _native_kernel(fn, node)
-    resolve.library = lib       # lowering reaches the library's drivers (kernels/) through it
+    resolve.library = lib       # program.NodeCtx reaches the library's drivers (kernels/) through it
     return resolve
 
 

@@ -2,8 +2,8 @@
 
 ``Plan(graph, resolve=None, num_threads=1, adaptive=True)``:
 
-1. ``lowering.lower`` numbers the values and turns the nodes into steps (constant nodes folded, fast kernels
-   from ``fast_kernels.FAST`` where they apply, native kernels from ``resolve``, reference kernels otherwise,
+1. ``program.lower`` numbers the values and turns the nodes into steps (constant nodes folded, fast kernels
+   from ``fast.table.FAST`` where they apply, native kernels from ``resolve``, reference kernels otherwise,
    zero-copy views for reshapes);
 2. ``arena.plan_memory`` decides in-place reuse and gives every buffer an offset in one arena, buffers whose
    lifetimes do not intersect sharing bytes;
@@ -41,10 +41,10 @@ import numpy as np
 
 from ..errors import RET_OP_EXECUTE_FAILURE, ConverterError
 from ..ir.core import Graph, Node
-from .arena import ALIGN, plan_memory
-from .lowering import KernelEntry, Program, lower
 from ..kernels.runlist.abi import RUN_SYMBOL
 from ..kernels.runlist.bind import batch
+from .arena import ALIGN, plan_memory
+from .program import KernelEntry, Program, lower
 from .threads import ThreadChooser, blas_enter, blas_exit
 
 MAX_IDLE_EXECUTORS = 4
@@ -71,7 +71,7 @@ class Plan:
 
     def __init__(self, graph: Graph, resolve=None, num_threads: int = 1, fast: bool = True,
                  adaptive: bool = True):
-        from .fast_kernels import FAST
+        from .fast.table import FAST
         self.graph = graph
         self.num_threads = num_threads
         self.program: Program = lower(graph, resolve, FAST if fast else {}, num_threads)

@@ -2,7 +2,7 @@
 224x224 images, 128-token sequences) into a directory, to time converter_lite at the scale of real deployments:
 
     python models/zoo/export_full.py OUT_DIR [name ...]
-    python -m converter_lite.tools.bench --models-dir OUT_DIR --no-zoo --no-micro --out OUT_DIR/RESULTS.md
+    python -m tools.bench --models-dir OUT_DIR --no-zoo --no-micro --out OUT_DIR/RESULTS.md
 
 The bench models and the zoo are small (tens of microseconds to a millisecond a run), so fixed costs dominate
 them; at full size the GEMMs, convolutions and weight traffic do (ResNet-50 at 224x224 has 94 MB of weights,

@@ -3,7 +3,7 @@
 libraries"), to check they convert, match onnxruntime and run fast:
 
     python models/zoo/export_vision.py OUT_DIR [lib:name[@size] ...]
-    python -m converter_lite.tools.bench --models-dir OUT_DIR --no-zoo --no-micro --out OUT_DIR/RESULTS.md
+    python -m tools.bench --models-dir OUT_DIR --no-zoo --no-micro --out OUT_DIR/RESULTS.md
 
 Each model is exported in its own process (a failing export does not stop the others) with the TorchScript
 exporter at opset 17, constants folded, as export_full.py does.  Not part of the build: it needs torch 2.13,

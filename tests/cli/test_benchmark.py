@@ -19,8 +19,8 @@ from runtime_graphs import chain_graph, fused_graph  # noqa: E402
 from converter_lite.cli.benchmark import main  # noqa: E402
 from converter_lite.model import save_model  # noqa: E402
 from converter_lite.runtime import load  # noqa: E402
-from converter_lite.runtime.accuracy import write_calibration  # noqa: E402
-from converter_lite.runtime.inputs import random_inputs  # noqa: E402
+from converter_lite.cli.accuracy import write_calibration  # noqa: E402
+from converter_lite.cli.inputs import random_inputs  # noqa: E402
 
 MODEL_LINE = re.compile(r"^Model = (\S+), NumThreads = (\d+), MinRunTime = \d+\.\d{6} ms, "
                         r"MaxRuntime = \d+\.\d{6} ms, AvgRunTime = \d+\.\d{6} ms$", re.M)

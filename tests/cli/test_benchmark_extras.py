@@ -46,8 +46,8 @@ def test_load_time_and_memory_lines(fused_ms):
 
 def test_accuracy_mode_has_load_time_but_no_memory(fused_ms, tmp_path):
     from converter_lite.runtime import load
-    from converter_lite.runtime.accuracy import write_calibration
-    from converter_lite.runtime.inputs import random_inputs
+    from converter_lite.cli.accuracy import write_calibration
+    from converter_lite.cli.inputs import random_inputs
 
     model = load(fused_ms)
     calib = tmp_path / "calib.out"

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from converter_lite.tools.conformance import default_dirs, discover, node_cases, run_levels_agree, run_ours
+from tools.conformance import default_dirs, discover, node_cases, run_levels_agree, run_ours
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -7,7 +7,7 @@ import onnxruntime as ort
 import pytest
 
 import converter_lite
-from converter_lite.runtime.inputs import random_inputs
+from converter_lite.cli.inputs import random_inputs
 
 ZOO = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "models", "zoo")
 STATIC = ["albert", "deberta_v2", "llama", "poolformer", "regnet", "swin", "t5_encoder", "wav2vec2"]

@@ -85,7 +85,7 @@ def test_packed_weights_are_not_resident_twice(tmp_path):
     np.save(tmp_path / "x.npy", x)
     # a fresh process (as make bench measures): memory an earlier load freed would be re-used unseen
     code = (f"import numpy as np, converter_lite, converter_lite.runtime.model\n"
-            f"from converter_lite.runtime.memory import RssPeak\n"
+            f"from converter_lite.cli.memory import RssPeak\n"
             f"x = np.load({str(tmp_path / 'x.npy')!r})\n"
             f"peak = RssPeak().start()\n"
             f"y = converter_lite.load({out!r}, num_threads=1).run({{'x': x}})['y']\n"

@@ -15,7 +15,7 @@ from converter_lite.ops.interpret import eval_graph
 from converter_lite.codegen import vector
 from converter_lite.kernels.conv_direct import bind as conv_direct
 from converter_lite.kernels.conv_direct import emit as direct_emit
-from converter_lite.runtime.lowering import NodeCtx
+from converter_lite.runtime.program import NodeCtx
 from converter_lite.kernels.conv_pointwise import bind as conv_pointwise
 from converter_lite.runtime.plan import Plan
 from tests.helpers import run_ort

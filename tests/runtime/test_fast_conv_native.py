@@ -1,4 +1,4 @@
-"""runtime/fast_conv.py on the native convolution tile driver (kernels/conv_tiles/):
+"""runtime/fast/conv.py on the native convolution tile driver (kernels/conv_tiles/):
 dense Conv steps bound to one driver call, checked against the reference kernel and onnxruntime on 1 and 2
 threads (strides, asymmetric pads, dilations, groups, kernel sizes, batches, bias or not, float32/float64,
 tiles that start and end inside output rows); the numpy path without native code.  The direct driver

@@ -1,4 +1,4 @@
-"""runtime/fast_linalg.py on the native GEMM tile driver: MatMul/Gemm steps bound to one driver call, checked
+"""runtime/fast/linalg.py on the native GEMM tile driver: MatMul/Gemm steps bound to one driver call, checked
 against the reference kernels and onnxruntime, on 1 and 2 threads; the numpy path without native code."""
 from __future__ import annotations
 

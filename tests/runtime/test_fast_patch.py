@@ -1,4 +1,4 @@
-"""runtime/fast_patch.py: patch-embedding Convs (kernel = stride, no padding) as one GEMM on the native tile
+"""runtime/fast/patch.py: patch-embedding Convs (kernel = stride, no padding) as one GEMM on the native tile
 driver, checked against the reference kernel (and onnxruntime) on 1 and 2 threads: batches, bias or not,
 non-square patches, inputs whose size is not a multiple of the patch, float64; Convs it does not take
 (padding, dilation, groups, stride != kernel, small patches, no native code) keep the other paths."""

@@ -1,4 +1,4 @@
-"""Linear Resize of the last two axes through the native driver (kernels/resize_linear/, runtime/fast_resize.py):
+"""Linear Resize of the last two axes through the native driver (kernels/resize_linear/, runtime/fast/resize.py):
 every coordinate mode, up- and down-scaling, scales or sizes, the last axis alone, leading axes of any rank,
 against onnxruntime on 1 and 2 threads; infinities and NaN as the reference kernel; the declined cases."""
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""runtime/runs.py: copies by contiguous void runs equal np.copyto on every kind of view."""
+"""runtime/fast/runs.py: copies by contiguous void runs equal np.copyto on every kind of view."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from converter_lite.runtime.runs import as_runs, run_copy
+from converter_lite.runtime.fast.runs import as_runs, run_copy
 
 
 def _views(rng):

@@ -10,7 +10,8 @@ import pytest
 from runtime_graphs import f32
 
 from converter_lite.ir import Graph, Node, Value
-from converter_lite.runtime import parallel, threads
+from converter_lite.runtime import threads
+from converter_lite.runtime.fast import parallel
 from converter_lite.runtime.plan import Plan
 
 

@@ -1,4 +1,4 @@
-"""`make bench` (converter_lite/tools/bench.py): a --quick run on one small sample model, format checks only.
+"""`make bench` (tools/bench.py): a --quick run on one small sample model, format checks only.
 
 No timing assertions: the machine is shared and noisy.  Numbers are only checked to be numbers.
 """
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from converter_lite.tools import bench
+from tools import bench
 
 NUM = r"\d+\.\d+"
 TIME = rf"{NUM} \({NUM}\)"

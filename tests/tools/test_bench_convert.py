@@ -2,8 +2,8 @@
 and its Markdown section in bench/RESULTS.md."""
 import os
 
-from converter_lite.tools import bench_convert
-from converter_lite.tools.bench_report import results_markdown
+from tools import bench_convert
+from tools.bench_report import results_markdown
 
 MODELS = os.path.join(os.path.dirname(__file__), "..", "..", "models")
 

@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from converter_lite.tools import bench_kernels
+from tools import bench_kernels
 
 
 @pytest.mark.needs_cc

@@ -6,8 +6,8 @@ import os
 
 import numpy as np
 
-from converter_lite.tools import bench_engines, bench_memory
-from converter_lite.tools.bench_report import (
+from tools import bench_engines, bench_memory
+from tools.bench_report import (
     ModelResult,
     geomean,
     micro_lines,
@@ -15,7 +15,7 @@ from converter_lite.tools.bench_report import (
     table_lines,
     target_lines,
 )
-from converter_lite.tools.bench_timing import Budget, Samples, interleave
+from tools.bench_timing import Budget, Samples, interleave
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

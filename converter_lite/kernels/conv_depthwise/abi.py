@@ -15,6 +15,7 @@ MAX_WIDTH = 8192                   # input rows up to this wide (the zero row's 
 ZERO_MARGIN = 256                  # taps reaching at most this far left of column 0 / right of the last one
 VL = 16
 OPS = ("Conv",)
+EPILOGUE = True                    # takes a following residual Add and clamps (kernels/conv_epilogue.py)
 
 
 def select(node) -> tuple[str, ...]:

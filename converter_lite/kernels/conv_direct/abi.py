@@ -13,6 +13,7 @@ EXTRA = 2                          # words after FIELDS the driver writes (tiles
 VL = 16                            # output channels per packed block (one 16-lane vector)
 STRIDES = (1, 2, 4)                # column strides with their own microkernels
 OPS = ("Conv",)
+EPILOGUE = True                    # takes a following residual Add and clamps (kernels/conv_epilogue.py)
 
 
 def select(node) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ FIELDS = ("n", "c", "m", "group", "p", "x", "y", "wpk", "bpk", "nmb", "residual"
 EXTRA = 2
 MR = 6                             # output channels per packed block
 OPS = ("Conv",)
+EPILOGUE = True                    # takes a following residual Add and clamps (kernels/conv_epilogue.py)
 
 
 def select(node) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ FIELDS = ("n", "c", "h", "w", "m", "group", "kh", "kw", "sh", "sw", "dh", "dw", 
           "x", "wt", "bias", "y", "residual", "scratch", "slot_bytes", "tile_p", "tile_m", "n_ptiles", "n_mtiles",
           "gemm", "int64", "direct", "clamp", "lo", "hi", "shared", "cur", "n_cparts", "nslots")
 OPS = ("Conv",)
+EPILOGUE = True                    # takes a following residual Add and clamps (kernels/conv_epilogue.py)
 
 
 def select(node) -> tuple[str, ...]:

@@ -45,10 +45,34 @@ from ...codegen.internal import constant_table, internal_function, prefetch
 from ...codegen.loops import for_range, loop_id
 from ...codegen.threadpool import BODY_TYPE, declare_pool
 from ...codegen.types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I32, I64, VOID
-from ...codegen.vector import (FP, MASK, VEC, VECP, VL, c64, smin, splat, splat_bool, splat_i32, transpose,
-                               vector_intrinsics)
-from .abi import (FIELDS, FLAG_WIDE, GEMM_TILES_SYMBOL, KIND_DOUBLE, KIND_INT64, NO_TRANS, PACKED, PANEL,  # noqa: F401
-                  ROW_MAJOR, SGEMM_SYMBOL, TILE_FIELDS, TRANS)
+from ...codegen.vector import (
+    FP,
+    MASK,
+    VEC,
+    VECP,
+    VL,
+    c64,
+    smin,
+    splat,
+    splat_bool,
+    splat_i32,
+    transpose,
+    vector_intrinsics,
+)
+from .abi import (  # noqa: F401
+    FIELDS,
+    FLAG_WIDE,
+    GEMM_TILES_SYMBOL,
+    KIND_DOUBLE,
+    KIND_INT64,
+    NO_TRANS,
+    PACKED,
+    PANEL,
+    ROW_MAJOR,
+    SGEMM_SYMBOL,
+    TILE_FIELDS,
+    TRANS,
+)
 
 _F = {name: i for i, name in enumerate(FIELDS)}
 

@@ -24,10 +24,10 @@ from functools import partial
 
 import numpy as np
 
-from ..ops.nn import matmul_shape
-from ..ops.registry import OPS, KernelError
-from ..kernels.gemm.bind import PackedB, gemm_driver, gemm_step
-from .lowering import Impl, NodeCtx
+from ...kernels.gemm.bind import PackedB, gemm_driver, gemm_step
+from ...ops.nn import matmul_shape
+from ...ops.registry import OPS, KernelError
+from ..program import Impl, NodeCtx
 from .parallel import row_parallel
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))

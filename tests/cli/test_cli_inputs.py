@@ -1,4 +1,4 @@
-"""Benchmark inputs: random data, input files, --inputShapes (converter_lite/runtime/inputs.py)."""
+"""Benchmark inputs: random data, input files, --inputShapes (converter_lite/cli/inputs.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +9,7 @@ from converter_lite.errors import RET_INPUT_PARAM_INVALID, ConverterError
 from converter_lite.ir import DType, Graph, Node, TensorType, Value
 from converter_lite.model import save_model
 from converter_lite.runtime import load
-from converter_lite.runtime.inputs import (check_input_shapes, parse_input_shapes, random_inputs,
+from converter_lite.cli.inputs import (check_input_shapes, parse_input_shapes, random_inputs,
                                            read_input_files)
 
 

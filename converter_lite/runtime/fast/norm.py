@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops.registry import normalize_axis
-from .lowering import Impl, NodeCtx
+from ...ops.registry import normalize_axis
+from ..program import Impl, NodeCtx
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 

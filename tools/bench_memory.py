@@ -1,8 +1,8 @@
 """Peak memory of one engine on one model, measured in a fresh process (``make bench``'s memory column).
 
-The parent (``measure``) starts ``python -m converter_lite.tools.bench_memory ENGINE MODEL FEEDS.npz THREADS``.
+The parent (``measure``) starts ``python -m tools.bench_memory ENGINE MODEL FEEDS.npz THREADS``.
 The child imports its engine's libraries and reads the inputs, then records the RSS and resets the peak-RSS
-counter (runtime/memory.py ``RssPeak``), loads the model, runs it ``RUNS`` times and prints one JSON line:
+counter (cli/memory.py ``RssPeak``), loads the model, runs it ``RUNS`` times and prints one JSON line:
 ``{"peak_mb": peak RSS minus the RSS before loading, "method": ..., "load_ms": ...}``.  So the figure is
 what the model costs the process: its weights as resident memory (memory-mapped and paged in, or copied), the
 engine's buffers and arenas, and the threads' stacks, without the interpreter and the libraries.  A fresh
@@ -25,7 +25,7 @@ ENGINES = ("ours", "onnxruntime", "openvino")
 
 def measure(engine: str, model_path: str, feeds_npz: str, threads: int) -> dict:
     """Runs the child; returns its JSON result, or ``{"error": ...}``."""
-    cmd = [sys.executable, "-m", "converter_lite.tools.bench_memory", engine, model_path, feeds_npz, str(threads)]
+    cmd = [sys.executable, "-m", "tools.bench_memory", engine, model_path, feeds_npz, str(threads)]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
@@ -81,7 +81,7 @@ def _match(names: list[str], feeds: dict) -> dict:
 
 
 def child(argv: list[str]) -> dict:
-    from converter_lite.runtime.memory import MIB, RssPeak
+    from converter_lite.cli.memory import MIB, RssPeak
 
     engine, model_path, feeds_npz, threads = argv[0], argv[1], argv[2], int(argv[3])
     load = _loader(engine, model_path, threads)

@@ -220,7 +220,7 @@ def loadavg() -> str:
 def results_markdown(table: list[str], summary: list[str], micro: list[str], machine: list[str],
                      method: list[str], targets: list[str] = (), conversion: list[str] = ()) -> str:
     parts = ["# `make bench` results", "",
-             ("Written by `python -m converter_lite.tools.bench` (`make bench`); numbers from one run on the "
+             ("Written by `python -m tools.bench` (`make bench`); numbers from one run on the "
              "machine below.  Latencies in ms: median (p90)."), "",
              "## Machine", *machine, "",
              "## Models", *table, "", *summary, "",

@@ -14,15 +14,15 @@ input past the last whole patch are ignored, as the Conv ignores them.
 Applies to float32/float64 2-D Convs with constant weights (and bias), ``group = 1``, ``dilations = 1``, zero
 pads and ``strides = kernel_shape``, with patches of at least ``MIN_TAPS`` taps and rows of at least
 ``MIN_ROW_BYTES`` bytes (ViT's 16x16; smaller patches copy too slowly), when the model's native code carries
-the GEMM driver; every other Conv goes to ``fallback`` (fast_conv.py's factory).
+the GEMM driver; every other Conv goes to ``fallback`` (conv.py's factory).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..ops.registry import KernelError
-from ..kernels.gemm.bind import PackedB, gemm_driver, gemm_step
-from .lowering import Impl, NodeCtx
+from ...kernels.gemm.bind import PackedB, gemm_driver, gemm_step
+from ...ops.registry import KernelError
+from ..program import Impl, NodeCtx
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 ALIGN = 64

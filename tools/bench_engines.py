@@ -9,7 +9,7 @@ inputs it was built with) and the milliseconds its loading took:
     openvino       only when ``import openvino`` works (never installed by the project): compiled for "CPU"
                    with the same thread count, latency hint, one stream.
 
-Inputs (``make_feeds``): seeded random data from the runtime's generator (runtime/inputs.py), with integer
+Inputs (``make_feeds``): seeded random data from the runtime's generator (cli/inputs.py), with integer
 inputs drawn from ``int_range`` when given (token ids of the real-architecture exports: [0, 500)).
 """
 from __future__ import annotations
@@ -70,8 +70,8 @@ def ours(ms_path: str, level: int, feeds: dict[str, np.ndarray], threads: int, c
 
 def make_feeds(ms_path: str, int_range: tuple[int, int] | None) -> dict[str, np.ndarray]:
     """Seeded inputs for the model (see the module docstring)."""
-    from ..runtime import load
-    from ..runtime.inputs import random_array, random_inputs
+    from converter_lite.runtime import load
+    from converter_lite.cli.inputs import random_array, random_inputs
 
     model = load(ms_path, native=False)
     feeds = random_inputs(model, seed=SEED)

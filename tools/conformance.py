@@ -4,7 +4,7 @@ Layouts understood (those of ``onnx/backend/test/data`` and of the ONNX model zo
   <case>/model.onnx + <case>/test_data_set_N/{input_K.pb, output_K.pb}
   light_<name>.onnx + light_<name>_output_0.pb   (inputs: arange(n)/n, as onnx's backend runner makes them)
 
-    python -m converter_lite.tools.conformance [DIR ...] [--opt-level 0] [--ort] [-k substring]
+    python -m tools.conformance [DIR ...] [--opt-level 0] [--ort] [-k substring]
 
 With no DIR, the test data shipped inside the installed ``onnx`` package is used.
 """

@@ -1,4 +1,4 @@
-"""Timing statistics and MindSpore's profiling tables (converter_lite/runtime/bench.py)."""
+"""Timing statistics and MindSpore's profiling tables (converter_lite/cli/timing.py)."""
 from __future__ import annotations
 
 import re
@@ -8,9 +8,9 @@ from runtime_graphs import fused_graph
 
 from converter_lite.model import save_model
 from converter_lite.runtime import load
-from converter_lite.runtime.bench import (ProfileRow, TimingResult, measure, profile_report, profile_tables,
+from converter_lite.cli.timing import (ProfileRow, TimingResult, measure, profile_report, profile_tables,
                                           timing_lines)
-from converter_lite.runtime.inputs import random_inputs
+from converter_lite.cli.inputs import random_inputs
 
 
 def test_timing_lines_exact_format():

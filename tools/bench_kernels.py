@@ -1,6 +1,6 @@
 """Micro-benchmark of fused elementwise native kernels against the memory-copy floor and onnxruntime.
 
-    python -m converter_lite.tools.bench_kernels [--size 4096] [--threads 2] [--rounds 15] [--block 10]
+    python -m tools.bench_kernels [--size 4096] [--threads 2] [--rounds 15] [--block 10]
 
 Kernels (float32 [size, size] unless stated):
     chain      Y = Tanh(X*0.5 + 0.1) * 2
@@ -31,11 +31,11 @@ import time
 
 import numpy as np
 
-from ..codegen import build_kernels
-from ..ops.builder import GraphBuilder
-from ..ir.core import Graph, TensorType, Value
-from ..ir.dtype import DType
-from ..runtime.native import NativeLibrary
+from converter_lite.codegen import build_kernels
+from converter_lite.ops.builder import GraphBuilder
+from converter_lite.ir.core import Graph, TensorType, Value
+from converter_lite.ir.dtype import DType
+from converter_lite.runtime.native import NativeLibrary
 from .bench_timing import Budget, interleave
 
 
@@ -49,13 +49,13 @@ def _tanh_gelu(b: GraphBuilder, x):
 
 
 def _softmax(b: GraphBuilder, x):
-    from ..passes.expand.emit import exp, reduce_max, reduce_sum
+    from converter_lite.passes.expand.emit import exp, reduce_max, reduce_sum
     e = exp(x - reduce_max(x, (1,)))
     return e / reduce_sum(e, (1,))
 
 
 def _layer_norm(b: GraphBuilder, x):
-    from ..passes.expand.emit import mean, reciprocal, sqrt
+    from converter_lite.passes.expand.emit import mean, reciprocal, sqrt
     d = x - mean(x, (1,))
     inv = reciprocal(sqrt(mean(d * d, (1,)) + 1e-5))
     c = x.shape[1]
@@ -84,8 +84,8 @@ def converter_kernel(graph: Graph, opt_level: int = OPT_LEVEL) -> tuple[Graph, l
     """What the converter makes of ``graph``: its graph-kernel optimizer at ``opt_level`` (without the build
     pass) must leave one GraphKernel node; returns that kernel's sub-graph and, per kernel input, None for the
     graph's input or the constant array it reads (LayerNorm's scale and bias stay outside the kernel)."""
-    from ..config import GraphKernelConfig
-    from ..passes.manager import run_graph_kernel_optimizer
+    from converter_lite.config import GraphKernelConfig
+    from converter_lite.passes.manager import run_graph_kernel_optimizer
     run_graph_kernel_optimizer(graph, GraphKernelConfig(opt_level=opt_level, disable_pass=("graph_kernel_build",)))
     kernels = [n for n in graph.nodes if n.op == "GraphKernel"]
     if len(kernels) != 1 or len(graph.nodes) != 1:

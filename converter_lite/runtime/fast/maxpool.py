@@ -31,7 +31,7 @@ from functools import partial
 
 import numpy as np
 
-from ..ops.nn_pool import max_pool
+from ...ops.nn_pool import max_pool
 from .runs import run_copy
 
 # element size -> (unsigned type of a pair, unsigned type of one element): the columns pass's even/odd split

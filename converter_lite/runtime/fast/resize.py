@@ -2,8 +2,8 @@
 its bound step in an Impl."""
 from __future__ import annotations
 
-from ..kernels.resize_linear.bind import linear_resize as _bind_linear_resize
-from .lowering import Impl, NodeCtx
+from ...kernels.resize_linear.bind import linear_resize as _bind_linear_resize
+from ..program import Impl, NodeCtx
 
 
 def linear_resize(ctx: NodeCtx) -> Impl | None:

@@ -24,8 +24,8 @@ Dense convolutions (not depthwise) run through the native tile driver instead wh
 carries it (conv_native.py: im2col tiles in per-thread scratch + one BLAS GEMM per tile on the native thread
 pool); the numpy paths below are the fallback.  Groups 1 < g < C run the dense path per group.  Bound for several threads, the work is split by channel
 blocks (padding, im2col, depthwise) and by output-channel blocks (GEMM, crop); the im2col workspace is bounded by processing the
-output rows in blocks (``COLS_LIMIT``).  A ``Pad`` (constant 0, spatial axes only) feeding the Conv is
-absorbed into its padding.  Only float32/float64, 2-D, constant weights; else the reference kernel runs.
+output rows in blocks (``COLS_LIMIT``).  A zero ``Pad`` in front of a Conv is folded into its pads by the
+converter (passes/rewrite/pad_conv.py), not here.  Only float32/float64, 2-D, constant weights; else the reference kernel runs.
 """
 from __future__ import annotations
 
@@ -34,40 +34,17 @@ from functools import partial
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..ops.nn_window import resolve_window
-from ..ops.registry import KernelError
-from ..ops.tensor_pad import pad_amounts
-from ..kernels.conv_depthwise.bind import native_depthwise
-from ..kernels.conv_direct.bind import native_direct
-from ..kernels.conv_tiles.bind import native_dense
-from .lowering import Impl, NodeCtx
+from ...kernels.conv_depthwise.bind import native_depthwise
+from ...kernels.conv_direct.bind import native_direct
+from ...kernels.conv_tiles.bind import native_dense
+from ...ops.nn_window import resolve_window
+from ...ops.registry import KernelError
+from ..program import Impl, NodeCtx
 from .parallel import parallel_calls, sequence, split_rows
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 COLS_LIMIT = 8 << 20                 # bytes of im2col workspace before output rows are processed in blocks
 
-
-def absorbed_pad(ctx: NodeCtx, fill: float = 0.0):
-    """(input id, (top, left, bottom, right), pad node) when input 0 is a constant-``fill`` Pad of the two
-    spatial axes with non-negative amounts, else None."""
-    prod = ctx.producer(0)
-    if prod is None or prod[0].op != "Pad" or prod[0].attrs.get("mode", "constant") != "constant":
-        return None
-    node, ids = prod
-    vals = [ctx.prog.values[v] if v is not None else None for v in ids] + [None] * 4
-    x, pads, cval, axes = vals[:4]
-    if x is None or x.shape is None or len(x.shape) != 4 or pads is None or pads.const is None:
-        return None
-    if (cval is not None and (cval.const is None or (cval.const.size and float(cval.const.reshape(-1)[0]) != fill))) \
-            or (axes is not None and axes.const is None):
-        return None
-    try:
-        amounts = pad_amounts(4, pads.const, None if axes is None else axes.const)
-    except KernelError:
-        return None
-    if amounts[0] != (0, 0) or amounts[1] != (0, 0) or min(min(a) for a in amounts) < 0:
-        return None
-    return ids[0], (amounts[2][0], amounts[3][0], amounts[2][1], amounts[3][1]), node
 
 
 class Padder:
@@ -90,23 +67,11 @@ class Padder:
         return run
 
 
-def _geometry(ctx: NodeCtx, x_shape, extra_pads):
-    attrs = dict(ctx.attrs)
-    w = ctx.const(1)
-    if extra_pads is not None:
-        # VALID is explicit zero pads (PyTorch exports a ZeroPad2d + padding="valid" Conv that way); SAME_* pads
-        # depend on the input size, which the absorbed Pad changes
-        mode = attrs.get("auto_pad", "NOTSET")
-        if mode not in ("NOTSET", "VALID"):
-            return None
-        p = list(attrs.get("pads", (0, 0, 0, 0))) if mode == "NOTSET" else [0, 0, 0, 0]
-        attrs["pads"] = (p[0] + extra_pads[0], p[1] + extra_pads[1], p[2] + extra_pads[2], p[3] + extra_pads[3])
-        attrs["auto_pad"] = "NOTSET"
+def _geometry(ctx: NodeCtx, x_shape):
     try:
-        win = resolve_window("Conv", attrs, tuple(x_shape[2:]), tuple(w.shape[2:]))
+        return resolve_window("Conv", dict(ctx.attrs), tuple(x_shape[2:]), tuple(ctx.const(1).shape[2:]))
     except KernelError:
         return None
-    return win
 
 
 def _conv(ctx: NodeCtx):
@@ -120,13 +85,8 @@ def _conv(ctx: NodeCtx):
     m, cg, kh, kw = wc.shape
     if group < 1 or c != cg * group or m % group or tuple(ctx.attrs.get("kernel_shape", (kh, kw))) != (kh, kw):
         return None
-    src, extra, pad_node = ctx.ins[0], None, None
-    absorbed = absorbed_pad(ctx)
-    if absorbed is not None:
-        src, extra, pad_node = absorbed
-        x = ctx.prog.values[src]
-        n, c, h, wd = x.shape
-    win = _geometry(ctx, x.shape, extra)
+    src = ctx.ins[0]
+    win = _geometry(ctx, x.shape)
     if win is None or (n, m) + tuple(win.out) != y.shape:
         return None
     pads = (win.pads_begin[0], win.pads_begin[1], win.pads_end[0], win.pads_end[1])
@@ -147,9 +107,7 @@ def _conv(ctx: NodeCtx):
         ones = (geo.pointwise and n == 1 and group == 1 and bias is not None
                 and ctx.request_tail(src, h * wd * x.dtype.itemsize))
         plan = _Dense(geo, wc, bias, ones_tail=ones)
-    inputs = (src,) + tuple(ctx.ins[1:])
-    return Impl(bind=plan.bind, workspace=plan.workspace, inputs=inputs,
-                absorbed=(pad_node.name,) if pad_node is not None else (), epilogue=getattr(plan, "epilogue", None))
+    return Impl(bind=plan.bind, workspace=plan.workspace, epilogue=getattr(plan, "epilogue", None))
 
 
 class _Geo:

@@ -1,11 +1,11 @@
-"""MindSpore's mean-bias metric and calibration files (converter_lite/runtime/accuracy.py)."""
+"""MindSpore's mean-bias metric and calibration files (converter_lite/cli/accuracy.py)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from converter_lite.errors import ConverterError
-from converter_lite.runtime.accuracy import (compare_outputs, failure_lines, fmt, read_calibration, tensor_bias,
+from converter_lite.cli.accuracy import (compare_outputs, failure_lines, fmt, read_calibration, tensor_bias,
                                              write_calibration)
 
 

@@ -1,6 +1,6 @@
 """Runtime implementations of common ops that write into pre-allocated buffers (the plan's fast path).
 
-``FAST`` maps an op type to a factory ``f(ctx: lowering.NodeCtx) -> Impl | ViewOf | None``; None means "use
+``FAST`` maps an op type to a factory ``f(ctx: program.NodeCtx) -> Impl | ViewOf | None``; None means "use
 the reference kernel" (an unsupported dtype or attribute combination).  Each implementation computes exactly
 what the reference kernel in ``converter_lite.ops`` computes, with the same numpy operations in the same order
 where the reference defines the rounding (Softmax, LayerNormalization, Gemm), so results are identical; the
@@ -11,10 +11,10 @@ tests in tests/runtime compare every entry with its reference kernel.
 * data movement: Transpose, Concat, Split, Slice, Expand, Gather, Cast;
 * elementwise (``out=`` numpy ufuncs, in place when the planner allows): the unary/binary tables below,
   Clip, Where, Sigmoid, Erf;
-* Softmax, LayerNormalization (fast_norm.py), MatMul/Gemm (fast_linalg.py), Conv (fast_conv.py; patch
-  embeddings, kernel = stride, as one GEMM in fast_patch.py), pooling
-  (fast_pool.py, MaxPool in fast_maxpool.py) and Pad (fast_pad.py), Resize (nearest)/DepthToSpace/
-  SpaceToDepth/Tile as precomputed gathers (fast_gather.py).
+* Softmax, LayerNormalization (norm.py), MatMul/Gemm (linalg.py), Conv (conv.py; patch
+  embeddings, kernel = stride, as one GEMM in patch.py), pooling
+  (pooling.py, MaxPool in maxpool.py) and Pad (pad.py), Resize (nearest)/DepthToSpace/
+  SpaceToDepth/Tile as precomputed gathers (gather.py).
 * copies of strided views whose trailing axes are contiguous (Transpose keeping them, Slice/Split parts, Pad's
   interior) move one contiguous run per memcpy (runs.py).
 """
@@ -25,17 +25,17 @@ from functools import partial
 
 import numpy as np
 
-from ..ops import erf_math
-from ..ops.registry import KernelError, normalize_axis
-from ..ops.tensor import slice_params, split_sizes, transpose_perm
-from .fast_conv import CONV_FAST
-from .fast_gather import GATHER_FAST
-from .fast_linalg import LINALG_FAST
-from .fast_norm import NORM_FAST
-from .fast_patch import patch_conv
-from .fast_pool import POOL_FAST
-from .fast_resize import linear_resize
-from .lowering import Impl, NodeCtx, ViewOf
+from ...ops import erf_math
+from ...ops.registry import KernelError, normalize_axis
+from ...ops.tensor import slice_params, split_sizes, transpose_perm
+from ..program import Impl, NodeCtx, ViewOf
+from .conv import CONV_FAST
+from .gather import GATHER_FAST
+from .linalg import LINALG_FAST
+from .norm import NORM_FAST
+from .patch import patch_conv
+from .pooling import POOL_FAST
+from .resize import linear_resize
 from .runs import run_copy
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))

@@ -14,7 +14,7 @@ Values (``PValue``) are one of:
 Per node, in graph order: a node whose inputs are all constants is evaluated once here (deterministic ops);
 ``GraphKernel`` nodes run native code when ``resolve(node)`` provides it, otherwise their sub-graph is inlined
 (its ops get the fast kernels too); every other op takes the first applicable entry of the fast-kernel table
-(``fast_kernels.FAST``, keyed by op type: a step implementation, a view, or None) and else its reference kernel
+(``fast.table.FAST``, keyed by op type: a step implementation, a view, or None) and else its reference kernel
 from ``ops.registry.OPS``.  Steps whose outputs nobody reads are dropped at the end (e.g. a Pad that the Conv
 after it absorbed).  Every step remembers the top-level node (``kernel``) it belongs to, for profiling.
 """
@@ -28,8 +28,9 @@ import numpy as np
 
 from ..errors import RET_NOT_FIND_OP, ConverterError
 from ..ir.core import Graph, Node, Value
-from ..ops.registry import OPS, KernelError
+from ..kernels.conv_epilogue import EPILOGUE_ATTR
 from ..kernels.registry import DRIVERS_ATTR
+from ..ops.registry import OPS, KernelError
 from .native import wide_vectors
 
 
@@ -58,10 +59,9 @@ class Impl:
     ``nt`` threads; ``call(ins) -> outs`` computes fresh arrays (reference kernels, dynamic shapes).  ``inplace``: input positions whose
     storage output 0 may take over (elementwise only).  ``workspace``: scratch bytes needed by ``bind``.
     ``inputs`` overrides the node's inputs (value ids), e.g. a Conv reading the input of a Pad it absorbed.
-    ``epilogue(node, ins, own, prog)``: offered a fused kernel (GraphKernel ``node`` reading value ids ``ins``)
-    that comes right after this step and is the only reader of its output ``own``; returns the value ids the
-    step must read in addition if it now computes the kernel itself (its output then holds the kernel's), else
-    None."""
+    ``epilogue(clamp, residual)``: given the fused kernel the converter recorded as this step's epilogue (its
+    clamp bounds and the value id of the residual it adds, or None), returns the value ids the step must read in
+    addition now that it computes the kernel itself (its output then holds the kernel's), else None."""
     bind: Callable[[list, list, np.ndarray], Callable[[], Any]] | None = None
     call: Callable[[list], list] | None = None
     inplace: tuple[int, ...] = ()
@@ -269,17 +269,20 @@ class _Lowerer:
         self._step(node, ins, kernel, impl, outs)
 
     def _epilogue(self, node: Node, ins: list) -> bool:
-        """Lets the previous step compute fused kernel ``node`` on its output (``Impl.epilogue``); ``node``'s
-        output becomes a view of that step's output."""
+        """Lets the previous step compute fused kernel ``node`` on its output when the converter recorded it as
+        that Conv's epilogue (``conv_epilogue``, passes/conv_epilogue.py); ``node``'s output becomes a view of
+        that step's output.  False when the step cannot (no epilogue hook: the Conv is not on its driver here)."""
+        spec = node.attrs.get(EPILOGUE_ATTR)
         prog = self.prog
         last = prog.steps[-1] if prog.steps else None
-        if last is None or last.impl.epilogue is None or len(node.outputs) != 1 or len(last.outputs) != 1:
+        if spec is None or last is None or last.node.name != spec["host"] or last.impl.epilogue is None \
+                or len(node.outputs) != 1 or len(last.outputs) != 1:
             return False
         own = last.outputs[0]
-        src = [v for v, vid in zip(node.inputs, ins) if vid == own]
-        if len(src) != 1 or self.uses.get(id(src[0]), 0) != 1:
+        if ins[spec["input"]] != own or self.uses.get(id(node.inputs[spec["input"]]), 0) != 1:
             return False
-        extra = last.impl.epilogue(node, ins, own, prog)
+        residual = spec.get("residual")
+        extra = last.impl.epilogue(spec.get("clamp"), None if residual is None else ins[residual])
         if extra is None:
             return False
         last.inputs = tuple(last.inputs) + tuple(extra)

@@ -1,9 +1,9 @@
-"""runtime/memory.py: peak RSS since a point, and the traced peak of numpy arrays during one call."""
+"""cli/memory.py: peak RSS since a point, and the traced peak of numpy arrays during one call."""
 from __future__ import annotations
 
 import numpy as np
 
-from converter_lite.runtime.memory import (
+from converter_lite.cli.memory import (
     MIB,
     RssPeak,
     current_rss_bytes,

@@ -1,7 +1,7 @@
 """Conversion time with a cold and a warm kernel cache (issue 4: "report the compile time of the sample
 transformer block; the cache makes a second conversion of the same model at least 5x faster").
 
-    python -m converter_lite.tools.bench_convert [--model models/attention_block.onnx]
+    python -m tools.bench_convert [--model models/attention_block.onnx]
 
 Each conversion runs ``converter_lite`` in a fresh process (nothing kept in memory between the two) with
 ``HOME`` pointing at an empty temporary directory, so the first one finds an empty on-disk kernel cache
@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 
-DEFAULT_MODEL = os.path.join(os.path.dirname(__file__), "..", "..", "models", "attention_block.onnx")
+DEFAULT_MODEL = os.path.join(os.path.dirname(__file__), "..", "models", "attention_block.onnx")
 _CONVERTED = re.compile(r"Converted .*?, ([0-9.]+) s\s*$", re.MULTILINE)
 
 

@@ -2,14 +2,14 @@
 
 The results equal the reference kernels':
 
-* MaxPool runs as whole-buffer passes (fast_maxpool.py: rows, then columns; NaN inputs fall back to the
+* MaxPool runs as whole-buffer passes (maxpool.py: rows, then columns; NaN inputs fall back to the
   reference per channel block), split over ``num_threads`` by channel blocks for inputs of at least
   ``PARALLEL_BYTES``.  Only when the Indices output is not requested.
 * AveragePool copies the input into a zero border (which also covers ``ceil_mode``'s overhang), sums the
   ``kh*kw`` strided tap views of that buffer in the reference's order and divides by the per-position count
   (``count_include_pad``), split over ``num_threads`` by channel blocks.
 * GlobalAveragePool is numpy's ``mean`` over the spatial axes (spelled out as a sum over each contiguous
-  plane, then the division by the count); Pad is fast_pad.py's (kept in this table).
+  plane, then the division by the count); Pad is pad.py's (kept in this table).
 """
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from functools import partial
 
 import numpy as np
 
-from ..ops.nn_pool import _axis_counts
-from ..ops.nn_window import resolve_window
-from ..ops.registry import KernelError
-from .fast_conv import Padder
-from .fast_maxpool import MaxPool2D
-from .fast_pad import constant_pad
-from .lowering import Impl, NodeCtx
+from ...ops.nn_pool import _axis_counts
+from ...ops.nn_window import resolve_window
+from ...ops.registry import KernelError
+from ..program import Impl, NodeCtx
+from .conv import Padder
+from .maxpool import MaxPool2D
+from .pad import constant_pad
 from .parallel import parallel_calls, sequence, split_rows
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -88,7 +88,7 @@ def _pool(kind: str):
 
 
 def _max_impl(x, win, attrs) -> Impl:
-    """MaxPool by flat passes (fast_maxpool.py), split by channel blocks over the threads for large inputs."""
+    """MaxPool by flat passes (maxpool.py), split by channel blocks over the threads for large inputs."""
     n, c = x.shape[:2]
     pool = MaxPool2D(tuple(x.shape[1:]), win, x.dtype, dict(attrs))
     big = c * x.shape[2] * x.shape[3] * x.dtype.itemsize >= PARALLEL_BYTES

@@ -8,16 +8,16 @@ and between planes, copied from a prepared array of the pad value as two arrays 
 broadcasting one item is slower than that copy); otherwise it is the slabs outside the interior along each
 padded axis, one ``fill`` each.  Every run rewrites the padding (the output's bytes may hold other values
 between runs: the arena shares them).
-All-zero pads are a view (no step); other Pad modes are precomputed gathers (fast_gather.py).
+All-zero pads are a view (no step); other Pad modes are precomputed gathers (gather.py).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..ops.registry import KernelError
-from ..ops.tensor_pad import pad_amounts
-from .fast_gather import PAD_GATHER
-from .lowering import Impl, NodeCtx, ViewOf
+from ...ops.registry import KernelError
+from ...ops.tensor_pad import pad_amounts
+from ..program import Impl, NodeCtx, ViewOf
+from .gather import PAD_GATHER
 from .runs import as_runs, run_copy
 
 

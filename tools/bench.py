@@ -1,6 +1,6 @@
 """`make bench`: converter_lite against onnxruntime (and OpenVINO when installed) on a fixed set of models.
 
-    python -m converter_lite.tools.bench [--quick] [--models-dir ../shared/models] [--only bert_tiny,mynet]
+    python -m tools.bench [--quick] [--models-dir ../shared/models] [--only bert_tiny,mynet]
                                          [--threads 2] [--out bench/RESULTS.md]
 
 Models: the real-architecture exports in ``--models-dir`` (default ``../shared/models`` beside the repository;
@@ -42,7 +42,7 @@ from .bench_report import (
 )
 from .bench_timing import QUICK, Budget, interleave
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_MODELS = os.path.join(ROOT, "..", "shared", "models")
 SAMPLE_MODELS = os.path.join(ROOT, "models")
 RESULTS = os.path.join(ROOT, "bench", "RESULTS.md")
@@ -144,7 +144,7 @@ def _progress(name: str, budget: Budget):
     """A rounds counter on stderr when it is a terminal (cli/progress.py shows it only on long loops)."""
     if not sys.stderr.isatty():
         return None
-    from ..cli.progress import Progress
+    from converter_lite.cli.progress import Progress
     p = Progress()
 
     class _Rounds:
@@ -208,7 +208,7 @@ def method_lines(args, budget: Budget, with_openvino: bool) -> list[str]:
         f"{budget.warmup} warm-up runs each; rounds until at least {budget.min_rounds} rounds "
         f"and {budget.min_seconds:g} s, at most {budget.max_seconds:g} s per model (then at least "
         f"{budget.floor_rounds} rounds). Wall time of each run call; median and p90."),
-        ("- Inputs: seeded random data (runtime/inputs.py); token ids uniform in [0, 500) for the "
+        ("- Inputs: seeded random data (cli/inputs.py); token ids uniform in [0, 500) for the "
         "real-architecture models."),
         ("- Accuracy: one run of each engine, max|ours - onnxruntime| / max|onnxruntime| over the outputs; "
         f"above {REL_ERR_LIMIT:g} the model is listed under Problems."),
@@ -216,7 +216,7 @@ def method_lines(args, budget: Budget, with_openvino: bool) -> list[str]:
         "InferenceSession creation, in the benchmark process."),
         ("- Peak memory: a fresh process per engine and model imports the engine, reads the inputs, then loads the "
         "model and runs it 3 times; the figure is its peak RSS minus the RSS before loading (the peak counter "
-        "is reset through /proc/self/clear_refs; runtime/memory.py), i.e. weights + buffers + arenas."),
+        "is reset through /proc/self/clear_refs; cli/memory.py), i.e. weights + buffers + arenas."),
     ]
 
 

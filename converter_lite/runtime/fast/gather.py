@@ -15,8 +15,8 @@ from functools import partial
 
 import numpy as np
 
-from ..ops.registry import KernelError, evaluate_node
-from .lowering import Impl, NodeCtx
+from ...ops.registry import KernelError, evaluate_node
+from ..program import Impl, NodeCtx
 
 MAX_ELEMENTS = 1 << 22            # output elements (an int64 table of 32 MB)
 
