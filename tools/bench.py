@@ -26,6 +26,8 @@ import sys
 import tempfile
 import time
 
+from converter_lite.fileio import write_text
+
 from . import bench_engines as engines
 from .bench_memory import measure as measure_memory
 from .bench_memory import save_feeds
@@ -38,7 +40,6 @@ from .bench_report import (
     summary_lines,
     table_lines,
     target_lines,
-    write_atomic,
 )
 from .bench_timing import QUICK, Budget, interleave
 
@@ -295,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         text = results_markdown(table, summary, micro_lines(micro, shape, args.threads),
                                 machine_lines(args.threads, extra, load_at_start),
                                 method_lines(args, budget, with_openvino), targets, conversion)
-        write_atomic(out, text)
+        write_text(out, text)
         print(f"wrote {out}")
     return 1 if any(r.error for r in results) else 0
 

@@ -70,8 +70,8 @@ def ours(ms_path: str, level: int, feeds: dict[str, np.ndarray], threads: int, c
 
 def make_feeds(ms_path: str, int_range: tuple[int, int] | None) -> dict[str, np.ndarray]:
     """Seeded inputs for the model (see the module docstring)."""
-    from converter_lite.runtime import load
     from converter_lite.cli.inputs import random_array, random_inputs
+    from converter_lite.runtime import load
 
     model = load(ms_path, native=False)
     feeds = random_inputs(model, seed=SEED)

@@ -30,12 +30,12 @@ import tempfile
 import time
 
 import numpy as np
-
 from converter_lite.codegen import build_kernels
-from converter_lite.ops.builder import GraphBuilder
 from converter_lite.ir.core import Graph, TensorType, Value
 from converter_lite.ir.dtype import DType
+from converter_lite.ops.builder import GraphBuilder
 from converter_lite.runtime.native import NativeLibrary
+
 from .bench_timing import Budget, interleave
 
 

@@ -229,11 +229,3 @@ def results_markdown(table: list[str], summary: list[str], micro: list[str], mac
              *(["## Conversion time", *conversion, ""] if conversion else []),
              "## Method", *method, ""]
     return "\n".join(parts)
-
-
-def write_atomic(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)

@@ -20,7 +20,7 @@ import zlib
 from concurrent.futures import ProcessPoolExecutor
 
 from ..errors import RET_INPUT_PARAM_INVALID, ConverterError
-from ..passes.dumps.atomic import atomic_write_text
+from ..fileio import write_text
 
 SUMMARY_FILE = "convert_summary.json"
 
@@ -125,7 +125,7 @@ def run_batch(model_file: str, output_dir: str, *, config_file, fusion_switch_fi
     summary = {"shard": f"{k}/{n}", "total_models": len(paths), "converted": len(results) - len(failed),
                "failed": len(failed), "seconds": round(time.perf_counter() - t0, 3), "models": results}
     # each run writes its own temp file and renames it: concurrent runs never interleave bytes
-    path = atomic_write_text(os.path.join(output_dir, SUMMARY_FILE), json.dumps(summary, indent=1))
+    path = write_text(os.path.join(output_dir, SUMMARY_FILE), json.dumps(summary, indent=1))
     echo(f"Summary: {summary['converted']} converted, {len(failed)} failed, {summary['seconds']:.1f} s "
          f"(details in {path})")
     return len(failed)

@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import RET_ERROR, RET_INPUT_PARAM_INVALID, RET_NOT_SUPPORT, ConverterError
+from ..fileio import write_text
 from .memory import MIB, RssPeak, fmt_mib, traced_peak
 from .progress import Progress
 
@@ -222,13 +223,8 @@ def _finite(x: float) -> float | str:
 def _finish(opts: BenchmarkOptions, report: dict, code: int, err: Printer) -> tuple[int, dict]:
     if opts.report_file:
         try:
-            tmp = f"{opts.report_file}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(report, f, indent=2)
-            os.replace(tmp, opts.report_file)
+            write_text(opts.report_file, json.dumps(report, indent=2), make_dirs=False)
         except OSError as e:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
             err(f"cannot write report file {opts.report_file}: {e.strerror or e}")
             code = code or RET_ERROR
     return code, report

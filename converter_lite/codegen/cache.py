@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
+
+from ..fileio import write_bytes
 
 
 def content_key(*parts: str | bytes) -> str:
@@ -52,15 +53,6 @@ class KernelCache:
             return
         path = self._path(key, suffix)
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp_")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, path)
-            except BaseException:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-                raise
+            write_bytes(path, data)
         except OSError:
             pass                                   # a read-only or full cache never fails a conversion

@@ -28,6 +28,9 @@ import numpy as np
 from llvmlite import ir
 
 from ..ir.core import Node, Value
+from ..ops import tensor as tensor_ops
+from ..ops.tensor_pad import pad_amounts
+from ..tables import registrar
 from .types import I64, constant
 
 
@@ -182,12 +185,7 @@ INDEX_MAPS: dict[str, IndexMap] = {}
 RESHAPE_LIKE = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
 
 
-def index_map(*ops: str):
-    def deco(fn: IndexMap) -> IndexMap:
-        for op in ops:
-            INDEX_MAPS[op] = fn
-        return fn
-    return deco
+index_map = registrar(INDEX_MAPS, "index map of")
 
 
 @index_map(*RESHAPE_LIKE)
@@ -203,8 +201,8 @@ def _expand(em, node: Node, v: Value, idx: Index) -> ir.Value:
 
 
 def transpose_perm(node: Node, rank: int) -> list[int]:
-    perm = node.attrs.get("perm")
-    return list(range(rank))[::-1] if perm is None else [int(p) % max(rank, 1) for p in perm]
+    """The Transpose's permutation (ops/tensor.py's, the reference kernel's own reading of ``perm``)."""
+    return list(tensor_ops.transpose_perm(rank, node.attrs.get("perm")))
 
 
 @index_map("Transpose")
@@ -223,22 +221,12 @@ def _const_ints(v: Value | None) -> list[int] | None:
 
 
 def slice_params(node: Node) -> list[tuple[int, int]]:
-    """(start, step) per input axis of a Slice with constant starts/ends/axes/steps (ONNX clamping)."""
-    shape = node.inputs[0].shape
-    starts = _const_ints(node.inputs[1])
-    ends = _const_ints(node.inputs[2])
+    """(start, step) per input axis of a Slice with constant starts/ends/axes/steps, clamped as ONNX says by the
+    reference kernel's own ``ops.tensor.slice_params``."""
     ins = list(node.inputs) + [None] * 5
-    axes = _const_ints(ins[3]) or list(range(len(starts)))
-    steps = _const_ints(ins[4]) or [1] * len(starts)
-    params = [(0, 1)] * len(shape)
-    for s, e, a, st in zip(starts, ends, axes, steps):
-        a = a % len(shape)
-        dim = shape[a]
-        s = s + dim if s < 0 else s
-        # ONNX clamps start to [0, dim] (positive step) or [0, dim - 1] (negative step); Python's slice.indices
-        # gives -1 for start < -dim with a negative step, which read out of bounds
-        params[a] = (min(max(s, 0), dim if st > 0 else dim - 1), st)
-    return params
+    consts = [None if v is None else np.asarray(v.const) for v in ins[1:5]]
+    slices, _ = tensor_ops.slice_params(node.inputs[0].shape, *consts)
+    return [(0 if sl.start is None else int(sl.start), 1 if sl.step is None else int(sl.step)) for sl in slices]
 
 
 @index_map("Slice")
@@ -393,12 +381,8 @@ def _dropout(em, node: Node, v: Value, idx: Index) -> ir.Value:
 def pad_plan(node: Node) -> list[tuple[int, int, int]]:
     """Per axis (crop begin, pad begin, cropped length): Pad crops negative amounts, then pads."""
     shape = node.inputs[0].shape
-    pads = _const_ints(node.inputs[1]) or []
     ins = list(node.inputs) + [None] * 4
-    axes = [a % len(shape) for a in (_const_ints(ins[3]) or range(len(shape)))]
-    amounts = [(0, 0)] * len(shape)
-    for i, a in enumerate(axes):
-        amounts[a] = (pads[i], pads[i + len(axes)])
+    amounts = pad_amounts(len(shape), _const_ints(ins[1]) or [], _const_ints(ins[3]))
     return [(max(-b, 0), max(b, 0), d - max(-b, 0) - max(-e, 0)) for d, (b, e) in zip(shape, amounts)]
 
 

@@ -18,6 +18,7 @@ from llvmlite import ir
 
 from ..ir.core import Node
 from ..ir.dtype import DType
+from ..tables import registrar
 from .mathfn import MathEmitter
 from .types import F32, F64, I1, is_unsigned
 
@@ -55,14 +56,7 @@ Emitter = Callable[..., ir.Value]
 SCALAR_EMITTERS: dict[str, Emitter] = {}
 
 
-def emitter(*ops: str):
-    def deco(fn: Emitter) -> Emitter:
-        for op in ops:
-            if op in SCALAR_EMITTERS:
-                raise RuntimeError(f"emitter for {op} registered twice")
-            SCALAR_EMITTERS[op] = fn
-        return fn
-    return deco
+emitter = registrar(SCALAR_EMITTERS, "scalar emitter of")
 
 
 class NoEmitterError(NotImplementedError):

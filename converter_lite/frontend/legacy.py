@@ -11,16 +11,12 @@ import numpy as np
 
 from ..ir.core import Value
 from ..ir.dtype import DType
+from ..tables import registrar
 
 LEGACY: dict = {}
 
 
-def legacy(*ops):
-    def deco(fn):
-        for op in ops:
-            LEGACY[op] = fn
-        return fn
-    return deco
+legacy = registrar(LEGACY, "legacy upgrade of")
 
 
 def _i64(values) -> np.ndarray:

@@ -25,13 +25,13 @@ from __future__ import annotations
 import json
 import mmap as _mmap
 import os
-import secrets
 import struct
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..errors import RET_ERROR, RET_GRAPH_FILE_ERR, ConverterError
+from ..fileio import atomic_file
 from ..ir.core import Graph
 from .graph_codec import (
     ALIGN,
@@ -118,14 +118,8 @@ def _collect_sections(weights: WeightsWriter, extra: Mapping[str, Any]) -> list[
 
 def _atomic_write(path: str, prefix: bytes, header: bytes, data_start: int, blobs: list[tuple],
                   file_size: int) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)   # mode honours the umask
-    except OSError as e:
-        raise ConverterError(RET_ERROR, f"cannot write model file {path}: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
+        with atomic_file(path) as f:
             f.write(prefix)
             f.write(header)
             pos = len(prefix) + len(header)
@@ -136,17 +130,8 @@ def _atomic_write(path: str, prefix: bytes, header: bytes, data_start: int, blob
                     f.write(buf)
                     pos = target + len(buf)
             f.write(bytes(file_size - pos))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise ConverterError(RET_ERROR, f"cannot write model file {path}: {e.strerror or e}") from None
-        raise
+    except OSError as e:
+        raise ConverterError(RET_ERROR, f"cannot write model file {path}: {e.strerror or e}") from None
 
 
 def load_model(path: str | os.PathLike, mmap: bool = True) -> LoadedModel:

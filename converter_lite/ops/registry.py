@@ -22,6 +22,7 @@ import numpy as np
 
 from ..ir.core import Node, TensorType
 from ..ir.dtype import DType
+from ..tables import registrar
 
 
 class OpKind(enum.IntEnum):
@@ -56,16 +57,14 @@ class DynamicShapeError(KernelError):
     """The output shape depends on data only known at run time (see ``infer_dynamic``)."""
 
 
-def reference(*names: str, kind: OpKind = OpKind.OPAQUE, infer: Callable | None = None,
-              deterministic: bool = True, static_inputs: tuple[int, ...] = ()):
-    """Registers ``fn`` as the reference kernel of each op type in ``names``."""
-    def deco(fn):
-        for name in names:
-            if name in OPS:
-                raise RuntimeError(f"op {name} registered twice")
-            OPS[name] = OpDef(name, fn, kind, infer, deterministic, static_inputs)
-        return fn
-    return deco
+def _op_def(name: str, fn: Callable, kind: OpKind = OpKind.OPAQUE, infer: Callable | None = None,
+            deterministic: bool = True, static_inputs: tuple[int, ...] = ()) -> OpDef:
+    return OpDef(name, fn, kind, infer, deterministic, static_inputs)
+
+
+# ``@reference(*names, kind=..., infer=..., deterministic=..., static_inputs=...)``: registers ``fn`` as the
+# reference kernel of each op type in ``names``
+reference = registrar(OPS, "op", make=_op_def)
 
 
 def shape_fn(*names: str):

@@ -25,11 +25,12 @@ from dataclasses import dataclass
 
 from ..config import LOGGER_NAME, GraphKernelConfig
 from ..errors import RET_ERROR, ConverterError
+from ..fileio import write_text
 from ..ir.core import Graph
 from ..ir.printer import dump_ir
 from ..ops.verify import VerifyError, verify
 from .base import Pass, PassContext
-from .dumps import atomic_write_text, graph_svg, write_fusion_svgs, write_text_dumps
+from .dumps import graph_svg, write_fusion_svgs, write_text_dumps
 from .pipeline import DEFAULT_PIPELINE, FUSION_SWITCH_ALIASES, FUSION_SWITCH_STAGE, NEVER, UB_FUSION_PASSES, StageSpec
 from .registry import PASSES
 
@@ -146,7 +147,7 @@ class PassManager:
             ctx.stats[f"changed/{full}"] = int(changed)
             if ir_dir is not None:
                 path = os.path.join(ir_dir, f"{dump_count:04d}_{full}.ir")
-                atomic_write_text(path, dump_ir(graph))
+                write_text(path, dump_ir(graph))
                 dump_count += 1
             if check:
                 try:

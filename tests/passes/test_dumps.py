@@ -6,7 +6,8 @@ import pytest
 from graphkernel_testing import fuse_all, mul_add_relu
 
 from converter_lite.passes.base import PassContext
-from converter_lite.passes.dumps import atomic_write_text, graph_svg, side_by_side, write_fusion_svgs, write_text_dumps
+from converter_lite.fileio import write_text as atomic_write_text
+from converter_lite.passes.dumps import graph_svg, side_by_side, write_fusion_svgs, write_text_dumps
 
 SVG = "{http://www.w3.org/2000/svg}"
 

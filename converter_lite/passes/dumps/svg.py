@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 from xml.sax.saxutils import escape
 
+from ...fileio import write_text
 from ...ir.core import Graph, Node
-from .atomic import atomic_write_text
 from .text import DUMP_SUBDIR
 
 CHAR_W = 7.2            # px per character at FONT_SIZE, monospace
@@ -173,7 +173,7 @@ def write_fusion_svgs(before: str | Graph, after: str | Graph, dump_dir: str) ->
         return g if isinstance(g, str) else graph_svg(g, f"{g.name}: {when} graph kernel fusion")
     left, right = render(before, "before"), render(after, "after")
     out = os.path.join(dump_dir, DUMP_SUBDIR)
-    return [atomic_write_text(os.path.join(out, name), text)
+    return [write_text(os.path.join(out, name), text)
             for name, text in (("fusion_before.svg", left), ("fusion_after.svg", right),
                                ("fusion_before_after.svg", side_by_side(left, right)))]
 

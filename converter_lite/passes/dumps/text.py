@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from .atomic import atomic_write_text
+from ...fileio import write_text
 
 DUMP_SUBDIR = "graph_kernel_dump"
 
@@ -20,5 +20,5 @@ def write_text_dumps(ctx, dump_dir: str) -> list[str]:
         if not file or os.path.basename(file) != file or file in (".", ".."):
             raise ValueError(f"dump record file name {file!r} must be a plain file name")
         body = "".join(r if r.endswith("\n") else r + "\n" for r in ctx.records[file])
-        paths.append(atomic_write_text(os.path.join(dump_dir, DUMP_SUBDIR, file), body))
+        paths.append(write_text(os.path.join(dump_dir, DUMP_SUBDIR, file), body))
     return paths

@@ -95,27 +95,14 @@ def expand_depthwise_conv(b: GraphBuilder, node: Node) -> list:
 
 
 def native_driver_runs(x, kernel: tuple[int, int], strides: tuple[int, int], ow: int) -> bool:
-    """Whether the Conv is left to the runtime's native depthwise driver: float32, stride 1, a square kernel,
-    output rows as wide as the input's (before a zero Pad the runtime absorbs) -- the driver's flat planes
-    (codegen/conv_depthwise.py), 2-4x faster than the fused tap kernel (mobilenet_v2_half, one thread: 96 x 40
-    x 40 3x3 32 us against 65, 96 x 20 x 20 8 against 21)."""
+    """Whether the Conv is left to the native depthwise driver: float32, stride 1, a square kernel, output rows
+    as wide as the input's ("same" padding; a zero Pad in front was folded into the Conv's pads by
+    pad_conv_fusion, which runs before the expander) -- the driver's flat planes (kernels/conv_depthwise/),
+    2-4x faster than the fused tap kernel (mobilenet_v2_half, one thread: 96 x 40 x 40 3x3 32 us against 65,
+    96 x 20 x 20 8 against 21)."""
     return (x.dtype.np == np.float32 and strides == (1, 1) and kernel[0] == kernel[1]
-            and ow == _unpadded_width(x))
+            and ow == int(x.shape[3]))
 
-
-def _unpadded_width(x) -> int:
-    """The input's width before a zero-constant Pad that only pads H and W (which the runtime's Conv absorbs
-    into its padding), else its width."""
-    prod = x.v.producer
-    if prod is not None and prod.op == "Pad" and prod.attrs.get("mode", "constant") == "constant":
-        pads = prod.inputs[1].const if len(prod.inputs) > 1 and prod.inputs[1] is not None else None
-        fill = prod.inputs[2] if len(prod.inputs) > 2 else None
-        axes = prod.inputs[3] if len(prod.inputs) > 3 else None
-        zero_fill = fill is None or (fill.const is not None and not np.asarray(fill.const).any())
-        if (pads is not None and axes is None and zero_fill and len(pads) == 8 and not any(pads[[0, 1, 4, 5]])
-                and pads.min() >= 0):
-            return int(prod.inputs[0].shape[3])
-    return int(x.shape[3])
 
 
 def _feeds_nhwc_transposes(b: GraphBuilder, node: Node) -> bool:

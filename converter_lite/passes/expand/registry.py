@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Node
+from ...ops.builder import GraphBuilder
+from ...tables import registrar
 
 Expander = Callable[[GraphBuilder, Node], list]
 
@@ -28,12 +29,4 @@ class Declined(Exception):
     """An expander does not handle this node; the message says why (logged, not an error)."""
 
 
-def expander(*ops: str) -> Callable[[Expander], Expander]:
-    """Registers ``fn`` as the expander of each op type in ``ops``."""
-    def deco(fn: Expander) -> Expander:
-        for op in ops:
-            if op in EXPANDERS:
-                raise RuntimeError(f"expander for {op} registered twice")
-            EXPANDERS[op] = fn
-        return fn
-    return deco
+expander = registrar(EXPANDERS, "expander of")   # registers ``fn`` as the expander of each op type given

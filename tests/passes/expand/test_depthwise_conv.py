@@ -183,8 +183,10 @@ def test_native_driver_policy(rng, monkeypatch, case, declined):
     assert changed != declined and ("Conv" in graph.op_counts()) == declined
 
 
-def test_native_driver_policy_sees_through_an_absorbed_pad(rng, monkeypatch):
-    """A zero Pad of H and W before a pads=0 Conv (mobilenet's export) counts as the Conv's own padding."""
+def test_native_driver_policy_after_pad_conv_fusion(rng, monkeypatch):
+    """A zero Pad of H and W before a pads=0 Conv (mobilenet's export) becomes the Conv's own padding
+    (pad_conv_fusion, which runs before the expander), so the Conv is "same" and left to the native driver."""
+    from converter_lite.passes.registry import PASSES
     from converter_lite.passes.expand import depthwise_conv
     monkeypatch.undo()
     c = 4
@@ -195,8 +197,10 @@ def test_native_driver_policy_sees_through_an_absorbed_pad(rng, monkeypatch):
     model = make_model(nodes, [tensor_info("x", np.float32, [1, c, 8, 8])],
                        [tensor_info("y", np.float32, [1, c, 8, 8])], inits)
     assert depthwise_conv.native_driver_runs.__name__ == "native_driver_runs"
-    graph, changed = expand(model)
-    assert not changed and "Conv" in graph.op_counts()
+    graph = import_model(model)
+    ctx = PassContext(GraphKernelConfig(opt_level=1), log=logging.getLogger("converter_lite"))
+    assert PASSES["pad_conv_fusion"]().run(graph, ctx)
+    assert not ExpandOpsPass().run(graph, ctx) and graph.op_counts() == {"Conv": 1}
 
 
 def test_native_driver_policy_before_nhwc_transposes(rng, monkeypatch):
