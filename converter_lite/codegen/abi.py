@@ -21,8 +21,8 @@ from llvmlite import ir
 
 from ..ir.core import Graph
 from .lower import KernelPlan, emit_stages, plan_kernel
-from .threadpool import declare_pool
 from .schedule import emit_chunk_bodies, emit_run
+from .threadpool import declare_pool
 from .types import BYTE_PTR, BYTE_PTR_PTR, I64, VOID
 
 STACK_TEMP_LIMIT = 64 * 1024          # temporaries up to this size are stack allocated

@@ -8,11 +8,10 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..ir.dtype import DType
-from .scalar import ScalarCall, emitter
 from .types import F64, I64, compute_type, is_unsigned
 
 
-def float_to_int(sc: ScalarCall, x, to: DType):
+def float_to_int(sc, x, to: DType):
     """C/x86 semantics (the reference's cast_to): truncate toward zero; NaN and out-of-range values give the
     "integer indefinite" INT_MIN of the conversion; types narrower than 32 bits convert through int32 and keep
     its low bits, uint32 through int64."""
@@ -40,7 +39,7 @@ def float_to_int(sc: ScalarCall, x, to: DType):
     return v if ty == I64 else b.trunc(v, ty)
 
 
-def cast_scalar(sc: ScalarCall, x: ir.Value, src: DType, dst: DType) -> ir.Value:
+def cast_scalar(sc, x: ir.Value, src: DType, dst: DType) -> ir.Value:
     b = sc.b
     sty, dty = compute_type(src), compute_type(dst)
     if src is dst or (sty == dty and (src.is_float or dst.is_float or src is DType.bool or dst is DType.bool)
@@ -65,14 +64,3 @@ def cast_scalar(sc: ScalarCall, x: ir.Value, src: DType, dst: DType) -> ir.Value
     if sty.width > dty.width:
         return b.trunc(x, dty)
     return b.zext(x, dty) if is_unsigned(src) else b.sext(x, dty)
-
-
-@emitter("Cast")
-def _cast(sc, x):
-    return cast_scalar(sc, x, sc.in_dtypes[0], sc.out_dtype)
-
-
-@emitter("CastLike")
-def _cast_like(sc, x, _like):
-    return cast_scalar(sc, x, sc.in_dtypes[0], sc.out_dtype)
-

@@ -15,19 +15,18 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import tempfile
-import threading
-from contextlib import contextmanager
 import platform
 import shutil
 import subprocess
+import tempfile
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import llvmlite
 import llvmlite.binding as llvm
 
 from ..errors import RET_INPUT_PARAM_INVALID, ConverterError
-
 
 log = logging.getLogger("converter_lite.codegen")
 _stderr_lock = threading.Lock()

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import numpy as np
 from llvmlite import ir
@@ -50,6 +49,7 @@ from .reduce import (
 )
 from .reuse import plan_reuse
 from .scalar import SCALAR_EMITTERS, NoEmitterError, ScalarCall
+from .stages import FLAT_ALIGN, Buffer, KernelPlan, MapStage, storage_type_size  # noqa: F401
 from .types import (
     I64,
     VOID,
@@ -63,7 +63,6 @@ from .types import (
     to_storage,
 )
 
-FLAT_ALIGN = 64          # a thread's share of a flat loop starts on a multiple of this many elements
 STREAM_BYTES = 32 << 20  # flat stages writing at least this many bytes use non-temporal stores (_emit_flat_streaming)
 STREAM_VEC = 16          # elements per non-temporal vector store (one AVX-512 register of float32)
 STREAM_LOOP = {"llvm.loop.vectorize.enable": True, "llvm.loop.vectorize.width": STREAM_VEC,
@@ -72,71 +71,6 @@ STREAM_LOOP = {"llvm.loop.vectorize.enable": True, "llvm.loop.vectorize.width": 
 # when the gathered elements are at least FAR_GATHER_BYTES apart
 TRANSPOSE_BLOCK, TRANSPOSE_BLOCK_FAR, FAR_GATHER_BYTES = 64, 16, 2048
 SHORT_INNER = 128        # innermost extents below this: widened with a masked tail (loops.access_hints)
-
-
-@dataclass
-class Buffer:
-    slot: int                                  # position in the kernel's buffer list: inputs, outputs, temps
-    dtype: DType
-    shape: tuple[int, ...]
-    kind: str                                  # input | output | temp
-
-    @property
-    def numel(self) -> int:
-        return _numel(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel * storage_type_size(self.dtype)
-
-
-def storage_type_size(dtype: DType) -> int:
-    return 1 if dtype is DType.bool else dtype.itemsize
-
-
-@dataclass
-class MapStage:
-    """Computes ``items`` = [(value, buffer)] over the index space ``shape``."""
-    shape: tuple[int, ...]
-    items: list[tuple[Value, Buffer]]
-    flat: bool
-    cached: dict[int, Buffer] = field(default_factory=dict)   # values an earlier stage stored (reuse.py)
-
-    @property
-    def part_axis(self) -> int | None:
-        big = [d for d, n in enumerate(self.shape) if n > 1]
-        return big[0] if big else None
-
-    @property
-    def part_extent(self) -> int:
-        if self.flat:
-            return _numel(self.shape)
-        p = self.part_axis
-        return 1 if p is None else self.shape[p]
-
-    @property
-    def part_align(self) -> int:
-        return FLAT_ALIGN if self.flat else 1
-
-    @property
-    def work(self) -> int:
-        return _numel(self.shape) * len(self.items)
-
-
-@dataclass
-class KernelPlan:
-    graph: Graph
-    buffers: list[Buffer] = field(default_factory=list)
-    value_buf: dict[int, Buffer] = field(default_factory=dict)
-    stages: list = field(default_factory=list)
-
-    @property
-    def temps(self) -> list[Buffer]:
-        return [b for b in self.buffers if b.kind == "temp"]
-
-    @property
-    def work(self) -> int:
-        return max((s.work for s in self.stages), default=0)
 
 
 def check_supported(graph: Graph, kernel: str = "") -> None:

@@ -15,6 +15,7 @@ from ..ir.dtype import DType
 from .index import INDEX_MAPS
 from .reduce import SPECIAL, ReduceStage
 from .scalar import SCALAR_EMITTERS
+from .stages import MapStage
 
 # ops costly enough (polynomials, divisions) that a store and a load are cheaper than evaluating them again
 EXPENSIVE = frozenset({"Exp", "Log", "Tanh", "Sigmoid", "Erf", "Pow", "Sin", "Cos", "Softplus", "Softsign",
@@ -24,7 +25,6 @@ EXPENSIVE = frozenset({"Exp", "Log", "Tanh", "Sigmoid", "Erf", "Pow", "Sin", "Co
 
 def plan_reuse(plan) -> None:
     """Marks at most one (reduction stage, value) pair of ``plan`` for reuse through the output buffer."""
-    from .lower import MapStage                    # lower imports this module
     maps = [st for st in plan.stages if isinstance(st, MapStage)]
     if len(maps) != 1 or len(maps[0].items) != 1:
         return

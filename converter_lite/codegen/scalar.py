@@ -19,6 +19,7 @@ from llvmlite import ir
 from ..ir.core import Node
 from ..ir.dtype import DType
 from ..tables import registrar
+from .cast import cast_scalar, float_to_int
 from .mathfn import MathEmitter
 from .types import F32, F64, I1, is_unsigned
 
@@ -535,4 +536,11 @@ def _identity(sc, x):
     return x
 
 
-from .cast import float_to_int
+@emitter("Cast")
+def _cast(sc, x):
+    return cast_scalar(sc, x, sc.in_dtypes[0], sc.out_dtype)
+
+
+@emitter("CastLike")
+def _cast_like(sc, x, _like):
+    return cast_scalar(sc, x, sc.in_dtypes[0], sc.out_dtype)

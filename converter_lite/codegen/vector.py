@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .types import I1, I32, I64, F32, VOID
+from .types import F32, I1, I32, I64, VOID
 
 VL = 16                            # lanes of the drivers' float32 vectors
 FLAG_CLAMP, FLAG_RESIDUAL = 1, 2   # the convolution microkernels' epilogue flags

@@ -27,8 +27,9 @@ from ..errors import (
     RET_NOT_FIND_OP,
     ConverterError,
 )
-from ..ops.builder import fresh_name
 from ..ir.core import Graph, Node, TensorType, Value
+from ..ir.dce import remove_dead_nodes
+from ..ops.builder import fresh_name
 from ..ops.registry import (
     OPS,
     DynamicShapeError,
@@ -37,7 +38,6 @@ from ..ops.registry import (
     infer_dynamic,
     infer_types,
 )
-from ..passes.simplify.dce import remove_dead_nodes
 from .legacy import LEGACY, constant_node_value
 from .protos import (
     attribute_value,

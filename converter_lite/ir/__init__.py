@@ -1,3 +1,3 @@
 """The converter's graph IR (pure Python + numpy)."""
-from .dtype import DType  # noqa: F401
 from .core import Graph, Node, TensorType, Value  # noqa: F401
+from .dtype import DType  # noqa: F401

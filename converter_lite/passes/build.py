@@ -18,8 +18,8 @@ import time
 from ..ir.core import Graph
 from ..kernels.registry import emitters
 from .base import Pass, PassContext
-from .registry import register_pass
 from .conv_epilogue import assign_conv_epilogues
+from .registry import register_pass
 from .select_drivers import recorded_drivers, select_drivers
 
 

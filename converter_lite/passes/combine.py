@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops.builder import GraphBuilder
 from ..ir.core import Graph, Node, Value
+from ..ir.dce import remove_dead_nodes
+from ..ops.builder import GraphBuilder
 from .base import Pass, PassContext
 from .registry import register_pass
-from .simplify.dce import remove_dead_nodes
 from .simplify.rewriter import replace_value
 
 PRODUCTS = ("MatMul", "Gemm", "FusedMatMul")

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops.builder import fresh_name
 from ..ir.core import Graph, Node, TensorType, Value
 from ..ir.dtype import DType
+from ..ops.builder import fresh_name
 
 MIN_ELEMENTS = 64
 

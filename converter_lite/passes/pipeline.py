@@ -97,13 +97,28 @@ FUSION_SWITCH_ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 # -- pass modules (registration side effects); each engineer adds the import of their pass module here --------
-from . import empty  # noqa: F401
-from . import expand  # noqa: E402,F401  (graph_kernel_expander)
-from .fuse import cluster, redundant_output  # noqa: E402,F401  (graph_kernel_cluster, eliminate_redundant_output)
+from . import (  # noqa: E402,F401  (op combiner, recompute fusion)
+    build,  # noqa: E402,F401  (graph_kernel_build: native code)
+    combine,
+    empty,  # noqa: F401
+    expand,  # noqa: E402,F401  (graph_kernel_expander)
+    recompute,
+)
+from .fuse import cluster, parallel_fusion, redundant_output, stitch  # noqa: E402,F401  (graph_kernel_cluster, eliminate_redundant_output)  # noqa: E402,F401  (opt_level 3 stitch/parallel fusion)
+from .rewrite import (  # noqa: E402,F401
+    add_layer_norm,
+    add_rms_norm,
+    attention,
+    conv1d,
+    conv_bn,
+    gelu,
+    layer_norm,
+    matmul_biasadd,
+    matmul_gelu,
+    matmul_relu,
+    pad_conv,
+    shape_reshape,
+    split_concat,
+    transpose_matmul,
+)
 from .simplify import arith, constant_fold, cse, transform_op  # noqa: E402,F401  (opt_level 2 simplify)
-from .rewrite import (add_layer_norm, add_rms_norm, attention, conv1d, conv_bn, gelu, layer_norm,  # noqa: E402,F401
-                      matmul_biasadd, matmul_gelu, matmul_relu, pad_conv, shape_reshape, split_concat,
-                      transpose_matmul)
-from .fuse import parallel, stitch  # noqa: E402,F401  (opt_level 3 stitch/parallel fusion)
-from . import combine, recompute  # noqa: E402,F401  (op combiner, recompute fusion)
-from . import build  # noqa: E402,F401  (graph_kernel_build: native code)

@@ -15,11 +15,11 @@ Each consumer C becomes a kernel computing P's ops followed by C's; P is then de
 from __future__ import annotations
 
 from ..ir.core import Graph, Node
+from ..ir.dce import remove_dead_nodes
 from ..ops.registry import OPS, OpKind
 from .base import Pass, PassContext
-from .fuse.parallel import is_kernel, merge_kernels
+from .fuse.parallel_fusion import is_kernel, merge_kernels
 from .registry import register_pass
-from .simplify.dce import remove_dead_nodes
 
 MAX_RECOMPUTE_OPS = 10           # MindSpore recomputes elementwise chains of at most 10 ops
 

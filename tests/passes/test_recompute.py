@@ -9,7 +9,7 @@ from converter_lite.config import GraphKernelConfig
 from converter_lite.ops.interpret import eval_graph
 from converter_lite.ops.verify import verify
 from converter_lite.passes.base import PassContext
-from converter_lite.passes.fuse.parallel import merge_kernels
+from converter_lite.passes.fuse.parallel_fusion import merge_kernels
 from converter_lite.passes.recompute import GraphKernelRecomputePass
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.builder import BValue, GraphBuilder
 from ...ir.core import Node
+from ...ops.builder import BValue, GraphBuilder
 from ...ops.registry import broadcast_shapes
 from .emit import const_input, input_value, reciprocal, sqrt
 from .registry import Declined, expander

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.builder import BValue, GraphBuilder
 from ...ir.core import Node
 from ...ir.dtype import DType
+from ...ops.builder import BValue, GraphBuilder
 from .emit import (
     cast,
     input_value,

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Node
+from ...ops.builder import GraphBuilder
 from .emit import const_input, input_value, require_float
 from .registry import Declined, expander
 

@@ -22,9 +22,9 @@ import math
 
 import numpy as np
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Node
 from ...ir.dtype import DType
+from ...ops.builder import GraphBuilder
 from .emit import input_value
 from .registry import Declined, expander
 

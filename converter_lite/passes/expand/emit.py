@@ -11,9 +11,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ...ops.builder import BValue
 from ...ir.core import Node, Value
 from ...ir.dtype import DType
+from ...ops.builder import BValue
 from .registry import Declined
 
 

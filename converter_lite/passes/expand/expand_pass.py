@@ -15,8 +15,8 @@ For every node (in graph order; nodes created by an expansion are not revisited)
 """
 from __future__ import annotations
 
-from ...ops.builder import GraphBuilder, unwrap
 from ...ir.core import Graph, Node, Value
+from ...ops.builder import GraphBuilder, unwrap
 from ...ops.registry import KernelError
 from ..base import Pass, PassContext
 from ..registry import register_pass
@@ -27,7 +27,7 @@ from . import (  # noqa: F401  (registration)
     einsum,
     gelu,
     norm,
-    pool,
+    pooling,
     reduce,
     relu,
     resize,

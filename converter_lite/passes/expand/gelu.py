@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Node
+from ...ops.builder import GraphBuilder
 from .emit import erf, exp, input_value, require_float
 from .registry import Declined, expander
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import math
 
-from ...ops.builder import BValue, GraphBuilder
 from ...ir.core import Node
 from ...ir.dtype import DType
+from ...ops.builder import BValue, GraphBuilder
 from ...ops.registry import normalize_axis
 from .emit import (
     cast,

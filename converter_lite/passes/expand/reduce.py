@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ...ops.builder import BValue, GraphBuilder
 from ...ir.core import Node
+from ...ops.builder import BValue, GraphBuilder
 from ...ops.reduce import reduce_axes
 from .emit import (
     abs_,

@@ -14,8 +14,8 @@ Constants are ONNX's defaults (Selu's in float32-exact form).  Source: the ONNX 
 """
 from __future__ import annotations
 
-from ...ops.builder import BValue, GraphBuilder
 from ...ir.core import Node
+from ...ops.builder import BValue, GraphBuilder
 from .emit import (
     as_scalar,
     cast,

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Node
+from ...ops.builder import GraphBuilder
 from ...ops.nn_resize import axis_taps, resize_geometry
 from ...ops.registry import KernelError
 from .emit import const_input, input_value

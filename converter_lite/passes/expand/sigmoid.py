@@ -12,8 +12,8 @@ A SiLU exported from PyTorch is already ``x * Sigmoid(x)`` in ONNX; the Sigmoid 
 """
 from __future__ import annotations
 
-from ...ops.builder import BValue, GraphBuilder
 from ...ir.core import Node
+from ...ops.builder import BValue, GraphBuilder
 from .emit import (
     abs_,
     input_value,

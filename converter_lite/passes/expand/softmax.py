@@ -7,8 +7,8 @@ All reductions keep dims over ``[axis]``.  Source: MindSpore ``softmax`` and ``l
 """
 from __future__ import annotations
 
-from ...ops.builder import BValue, GraphBuilder
 from ...ir.core import Node
+from ...ops.builder import BValue, GraphBuilder
 from ...ops.registry import normalize_axis
 from .emit import exp, input_value, log, reduce_max, reduce_sum, require_float
 from .registry import Declined, expander

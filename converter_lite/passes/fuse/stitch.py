@@ -22,7 +22,7 @@ from ...ir.core import Graph, Node, Value
 from ...ops.registry import OPS, OpKind
 from ..base import Pass, PassContext
 from ..registry import register_pass
-from .parallel import is_kernel, merge_kernels
+from .parallel_fusion import is_kernel, merge_kernels
 
 DEFAULT_OP_LIMIT = 200           # MindSpore's composite_op_limit_size default, used without a config
 

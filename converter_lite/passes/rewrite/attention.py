@@ -11,8 +11,8 @@ enlarge the scores; Softmax normalizes the last axis; the intermediates feed not
 """
 from __future__ import annotations
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Value
+from ...ops.builder import GraphBuilder
 from ..registry import register_pass
 from ..simplify.pattern import Alt, Const, Match, MatchResult, Var, op
 from ..simplify.rewriter import Rule

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Value
+from ...ops.builder import GraphBuilder
 from ..registry import register_pass
 from ..simplify.pattern import Const, Match, MatchResult, Opt, Var, op
 from ..simplify.rewriter import Rule

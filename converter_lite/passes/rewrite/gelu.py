@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Value
+from ...ops.builder import GraphBuilder
 from ..registry import register_pass
 from ..simplify.pattern import Alt, Lit, Match, MatchResult, Pattern, Var, op
 from ..simplify.rewriter import Rule

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Value
+from ...ops.builder import GraphBuilder
 from ..registry import register_pass
 from ..simplify.pattern import Alt, Const, Match, MatchResult, Var, op
 from ..simplify.rewriter import Rule

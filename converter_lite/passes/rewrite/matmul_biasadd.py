@@ -5,8 +5,8 @@ floating point and feeds nothing else.
 """
 from __future__ import annotations
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Value
+from ...ops.builder import GraphBuilder
 from ..registry import register_pass
 from ..simplify.pattern import Match
 from ..simplify.rewriter import Rule

@@ -9,8 +9,8 @@ Accepted producers of the epilogue's input:
 """
 from __future__ import annotations
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Value
+from ...ops.builder import GraphBuilder
 from ..simplify.pattern import Alt, Const, Match, MatchResult, Opt, Pattern, Var, op
 from .base import is_float
 

@@ -10,8 +10,8 @@ are ``Gelu`` nodes.  Constraints: as ``matmul_epilogue``; the product (and bias 
 """
 from __future__ import annotations
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Value
+from ...ops.builder import GraphBuilder
 from ..registry import register_pass
 from ..simplify.pattern import Match, op
 from ..simplify.rewriter import Rule

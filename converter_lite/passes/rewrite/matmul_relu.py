@@ -9,8 +9,8 @@ Constraints: as ``matmul_epilogue``; the product (and bias add) feed nothing els
 """
 from __future__ import annotations
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Value
+from ...ops.builder import GraphBuilder
 from ..registry import register_pass
 from ..simplify.pattern import Match, op
 from ..simplify.rewriter import Rule

@@ -17,11 +17,11 @@ Graph outputs keep their producing nodes (``fold_constants`` case 4).
 from __future__ import annotations
 
 from ...ir.core import Graph, Node
+from ...ir.dce import remove_dead_nodes
 from ...ops.registry import KernelError, infer_types
 from ..base import PassContext
 from ..registry import register_pass
 from ..simplify.constant_fold import SHAPE_OPS, fold_constants
-from ..simplify.dce import remove_dead_nodes
 from ..simplify.transform_op import RESHAPE_RULES
 from .base import RewritePass
 

@@ -5,8 +5,8 @@ The Split stays if its outputs have other users (it is removed as dead code othe
 """
 from __future__ import annotations
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Value
+from ...ops.builder import GraphBuilder
 from ..registry import register_pass
 from ..simplify.pattern import Match, MatchResult, OpPattern
 from ..simplify.rewriter import Rule

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ...ir.core import Graph
+from ...ir.dce import remove_dead_nodes
 from ..base import Pass, PassContext
 from ..registry import register_pass
 from .arith_rules import RULES
 from .constant_fold import fold_constants
-from .dce import remove_dead_nodes
 from .rewriter import MAX_ROUNDS, FailFn, Rule, all_graphs, apply_rules
 
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Value
+from ...ops.builder import GraphBuilder
 from .pattern import Alt, Const, Lit, Match, MatchResult, Opt, Var, op
 from .rewriter import Rule
 

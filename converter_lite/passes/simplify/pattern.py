@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Node, Value
+from ...ops.builder import GraphBuilder
 
 COMMUTATIVE = frozenset({"Add", "Mul"})
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Graph, Node, Value
+from ...ir.dce import remove_dead_nodes
+from ...ops.builder import GraphBuilder
 from ...ops.registry import KernelError, broadcast_shapes
-from .dce import remove_dead_nodes
 from .pattern import Match, MatchResult, OpPattern, Pattern, instantiate, match
 
 RewriteFn = Callable[[Match, GraphBuilder], Value | dict | None]

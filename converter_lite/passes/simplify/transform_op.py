@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Graph, Node, Value
+from ...ir.dce import remove_dead_nodes
+from ...ops.builder import GraphBuilder
 from ...ops.registry import OPS, OpKind
 from ..base import Pass, PassContext
 from ..registry import register_pass
-from .dce import remove_dead_nodes
 from .pattern import Match, MatchResult, OpPattern, Var, op
 from .rewriter import Rule, all_graphs, apply_rules
 

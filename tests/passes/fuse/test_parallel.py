@@ -7,7 +7,7 @@ from converter_lite.config import GraphKernelConfig
 from converter_lite.ops.interpret import eval_graph
 from converter_lite.ops.verify import verify
 from converter_lite.passes.base import PassContext
-from converter_lite.passes.fuse.parallel import (
+from converter_lite.passes.fuse.parallel_fusion import (
     MAX_PARALLEL_GROUP,
     ParallelFusionPass,
     merge_kernels,

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from converter_lite.ir.core import Graph, Node, Value
-from converter_lite.passes.simplify.dce import remove_dead_nodes
+from converter_lite.ir.dce import remove_dead_nodes
 
 from .simplify_testing import make_graph, ops
 

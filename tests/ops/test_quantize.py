@@ -1,4 +1,4 @@
-"""QuantizeLinear / DequantizeLinear / DynamicQuantizeLinear (misc_quant.py) against onnxruntime."""
+"""QuantizeLinear / DequantizeLinear / DynamicQuantizeLinear (quantize.py) against onnxruntime."""
 from __future__ import annotations
 
 import numpy as np

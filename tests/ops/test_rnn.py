@@ -1,4 +1,4 @@
-"""RNN / GRU / LSTM (misc_rnn.py) against onnxruntime."""
+"""RNN / GRU / LSTM (rnn.py) against onnxruntime."""
 from __future__ import annotations
 
 import numpy as np

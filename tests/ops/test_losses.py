@@ -1,4 +1,4 @@
-"""Det and the loss ops (converter_lite/ops/misc.py) against onnxruntime."""
+"""Det and the loss ops (converter_lite/ops/losses.py) against onnxruntime."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""DFT, STFT, window functions and MelWeightMatrix (misc_signal.py) against onnxruntime."""
+"""DFT, STFT, window functions and MelWeightMatrix (signal_ops.py) against onnxruntime."""
 from __future__ import annotations
 
 import numpy as np

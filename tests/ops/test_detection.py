@@ -1,4 +1,4 @@
-"""NonMaxSuppression and RoiAlign (misc_detect.py) against onnxruntime."""
+"""NonMaxSuppression and RoiAlign (detection.py) against onnxruntime."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Random generators (misc_random.py): shapes and dtypes (against onnxruntime), seeded reproducibility,
+"""Random generators (random_ops.py): shapes and dtypes (against onnxruntime), seeded reproducibility,
 inference == kernel, and rough distribution checks."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RotaryEmbedding (misc_llm.py) against onnxruntime (opset 23)."""
+"""RotaryEmbedding (rotary.py) against onnxruntime (opset 23)."""
 from __future__ import annotations
 
 import numpy as np

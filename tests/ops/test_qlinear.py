@@ -1,4 +1,4 @@
-"""QLinearMatMul, ConvInteger, QLinearConv (misc_qlinear.py) against onnxruntime.
+"""QLinearMatMul, ConvInteger, QLinearConv (qlinear.py) against onnxruntime.
 
 Requantized outputs may differ from onnxruntime's by one step where x.5 ties meet float rounding: they are
 compared to within 1 (and must be exact for at least 99% of the elements).

@@ -1,8 +1,8 @@
 """Miscellaneous ops: Det, NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (all OPAQUE).
 
-Other misc families live in their own modules: ``misc_quant`` (QuantizeLinear, ...), ``misc_random``
-(random generators), ``misc_signal`` (DFT, STFT, windows, MelWeightMatrix), ``misc_rnn`` (RNN, GRU, LSTM),
-``misc_detect`` (NonMaxSuppression, RoiAlign), ``misc_attention`` (Attention, RotaryEmbedding).
+Other misc families live in their own modules: ``quantize`` (QuantizeLinear, ...), ``random_ops``
+(random generators), ``signal_ops`` (DFT, STFT, windows, MelWeightMatrix), ``rnn`` (RNN, GRU, LSTM),
+``detection`` (NonMaxSuppression, RoiAlign), ``rotary`` (RotaryEmbedding).
 """
 from __future__ import annotations
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.builder import GraphBuilder
 from ...ir.core import Node
 from ...ir.dtype import DType
+from ...ops.builder import GraphBuilder
 from ...ops.nn_pool import _axis_counts
 from ...ops.nn_window import resolve_window
 from .emit import input_value, mean

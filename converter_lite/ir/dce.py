@@ -6,7 +6,7 @@ kernel's signature does not change).
 """
 from __future__ import annotations
 
-from ...ir.core import Graph
+from .core import Graph
 
 
 def remove_dead_nodes(graph: Graph, recursive: bool = True) -> int:
