@@ -265,3 +265,16 @@ def test_loading_and_running_needs_no_converter_modules(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.path.dirname(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_no_cycle_between_modules():
+    """Not even two modules of one package import each other (lazy imports included): each idea has a
+    direction."""
+    graph = defaultdict(set)
+    for m, imports in EDGES.items():
+        for target, _ in imports:
+            if target in MODULES and target != m and not MODULES[target].endswith("__init__.py") \
+                    and not MODULES[m].endswith("__init__.py"):
+                graph[m].add(target)
+    cycle = _cycle(graph)
+    assert cycle is None, f"module cycle: {' -> '.join(cycle)}"
