@@ -16,7 +16,7 @@ threads), one single-threaded ``np.copyto`` of the same bytes (the floor the SPE
 order rotates), each engine a block of 1 untimed + ``--block`` timed calls per round, every call timed on its
 own.  Medians and minima are per call over all timed calls of all rounds.  Blocks measure what a caller sees
 when it calls a kernel repeatedly (a model's layers): with one call per engine per round the native pool's
-worker thread (codegen/pool.py: spins ~0.1 ms after a call, then sleeps) was asleep at every call and the
+worker thread (codegen/threadpool.py: spins ~0.1 ms after a call, then sleeps) was asleep at every call and the
 caller ran most chunks alone.  Every engine gets the same treatment, the copy floor included (its buffers stay
 as warm as the kernels').  onnxruntime's pool is set not to spin between calls, so its spinning threads do
 not take a core from the next engine's block.  Prints medians and minima (the latter less sensitive to other

@@ -1,7 +1,7 @@
 """Object files -> one shared object, with the system C compiler driver (``cc -shared``).
 
 ``cc`` is only needed at conversion time; a missing one is a clear ConverterError naming what to install.
-Kernels that use threads are linked with ``-pthread`` (their thread pool, codegen/pool.py, uses pthread_create);
+Kernels that use threads are linked with ``-pthread`` (their thread pool, codegen/threadpool.py, uses pthread_create);
 no OpenMP runtime is needed.
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ def link_shared(objects: list[bytes], openmp: bool, cc: str = "cc") -> bytes:
             paths.append(p)
         out = os.path.join(tmp, "lib.so")
         cmd = [exe, "-shared", "-o", out, *paths, "-lm", "-Wl,-z,noexecstack"]
-        if openmp:                                  # "uses threads" (the name predates pool.py)
+        if openmp:                                  # "uses threads" (the name predates threadpool.py)
             cmd.insert(2, "-pthread")
         try:
             res = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=300)

@@ -195,6 +195,9 @@ def load(path: str | os.PathLike, num_threads: int = 2, native: bool = True,
         trust_native_code: False never runs the machine code shipped in the file: every fused kernel is
             generated again from its sub-graph of basic ops (the file's graph, which is data) by our own code
             generator and compiled in memory (needs llvmlite; no C compiler).
+        toolchain: the converter side (``converter_lite.toolchain``: ``jit``, ``regenerate``, ``reconvert``), which
+            ``converter_lite.load`` passes; without it a model that needs its native code rebuilt, or re-converting
+            for other sizes of its dynamic dims, fails with an error saying so.
 
     Raises:
         ConverterError: -200 for an invalid/corrupted file, -300 for an op the runtime lacks.

@@ -249,7 +249,7 @@ class NativeLibrary:
         return cls(meta, built.address, built, True, num_threads)
 
     def support(self, symbol: str) -> int | None:
-        """Address of the support function ``symbol`` (codegen/support.py), or None when the model's native
+        """Address of the native driver ``symbol`` (kernels/), or None when the model's native
         code does not carry it (models converted before it existed)."""
         if symbol not in self.meta.get("support", ()):
             return None

@@ -31,6 +31,6 @@ def test_single_threaded_bundles_do_not_need_libgomp(tmp_path):
     serial = build_kernels([("k", g)], cache_dir=str(tmp_path), num_threads_hint=1)
     assert b"libgomp" not in serial.sections["native/lib.so"]
     threaded = build_kernels([("k", g)], cache_dir=str(tmp_path), num_threads_hint=2)
-    # parallel kernels use the thread pool of codegen/pool.py (pthreads), not libgomp
+    # parallel kernels use the thread pool of codegen/threadpool.py (pthreads), not libgomp
     assert threaded.specs["k"].parallel and b"cl_pool_parallel_for" in threaded.sections["native/lib.so"]
     assert b"libgomp" not in threaded.sections["native/lib.so"]

@@ -1,4 +1,4 @@
-"""The thread pool of parallel kernels (codegen/pool.py): correct from several callers at once, after fork()
+"""The thread pool of parallel kernels (codegen/threadpool.py): correct from several callers at once, after fork()
 (the pool believes it has workers the child does not have: the caller must never wait for a worker that has
 not started), in the JIT-rebuilt form, and with the stitched row kernels."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""runtime/blas.py: the CBLAS GEMM entry points native code calls are numpy's own and compute A @ B."""
+"""kernels/blas.py: the CBLAS GEMM entry points native code calls are numpy's own and compute A @ B."""
 import ctypes
 
 import numpy as np

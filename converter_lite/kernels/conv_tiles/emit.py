@@ -6,7 +6,7 @@ The symbols carry the record layout's version (``LAYOUT``), so a runtime never d
 layout (a model converted before a change simply runs the numpy path).
 
 ``desc`` is a record of ``len(FIELDS)`` i64 fields (below) followed by ``nslots`` i64 slot flags, filled by the
-runtime at bind time (runtime/conv_native.py), so a bound Conv step is one foreign call.  The output
+runtime at bind time (bind.py), so a bound Conv step is one foreign call.  The output
 ``Y[N, M, OH, OW]`` is cut into *tiles*: for batch ``n``, group ``g``, a run of ``tile_p`` output pixels
 (flat ``oh * OW + ow`` order, so a tile may start and end inside a row) and a block of ``tile_m`` output
 channels of the group.  Tiles are the chunks of ``cl_pool_parallel_for`` (pool.py); per tile:

@@ -8,8 +8,8 @@
   copied, at load or at run time); then ``* alpha`` and ``+ C`` (``* beta`` pre-applied to a constant C) in
   place, the reference kernel's order of operations.
 
-**Native driver.**  When the model's native library carries the GEMM tile driver (codegen/gemm_driver.py,
-``NodeCtx.native``), a bound MatMul/Gemm step is one call of it (runtime/gemm_tiles.py): the product split
+**Native driver.**  When the model's native library carries the GEMM tile driver (kernels/gemm/,
+``NodeCtx.native``), a bound MatMul/Gemm step is one call of it (kernels/gemm/bind.py): the product split
 into tiles (batch entries; rows or columns of large products) run across the native thread pool, each a
 CBLAS call of numpy's own (single-threaded) BLAS, transposes read in place, Gemm's ``C`` copied into the
 output tile by tile before the product (CBLAS's ``beta`` then adds it) and ``alpha`` passed to BLAS.
