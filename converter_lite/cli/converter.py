@@ -181,12 +181,9 @@ def _infer(model_file: str, ms_path: str, input_format: str) -> None:
     with tempfile.TemporaryDirectory(prefix="converter_lite_infer_") as tmp:
         reference = model_file
         if input_format == "NHWC":         # the reference must take the same (channels-last) inputs
-            import onnx
-
-            from ..frontend.layout import to_nhwc_inputs
-            from ..frontend.onnx_import import load_onnx
+            from ..frontend.layout import save_with_nhwc_inputs
             reference = os.path.join(tmp, "reference.onnx")
-            onnx.save(to_nhwc_inputs(load_onnx(model_file))[0], reference)
+            save_with_nhwc_inputs(model_file, reference)
         lines: list[str] = []
         status, report = run_benchmark(BenchmarkOptions(model_file=ms_path, compare_model=reference),
                                        out=click.echo, err=lambda line: (lines.append(line), click.echo(line, err=True)))

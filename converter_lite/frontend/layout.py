@@ -64,3 +64,10 @@ def to_nhwc_inputs(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
         del graph.node[:]
         graph.node.extend(nodes)
     return model, changed
+
+
+def save_with_nhwc_inputs(model_file: str, path: str) -> None:
+    """Writes ``model_file`` with NHWC inputs (``to_nhwc_inputs``) to ``path``: the onnxruntime reference for
+    ``--infer`` with ``--inputDataFormat=NHWC``, which must take the same inputs as the converted model."""
+    from .protos import load_onnx
+    onnx.save(to_nhwc_inputs(load_onnx(model_file))[0], path)
