@@ -259,6 +259,14 @@ HARDWARE_ONLY_KEYS = frozenset({
     "enable_dynamic_shape_fusion", "enable_cce_lib", "enable_cce_lib_ops", "enable_cce_lib_ops_only",
     "disable_cce_lib_ops", "enable_packet_ops_only", "disable_packet_ops",
 })
+# MindSpore keys that parse but change nothing here (no pass, codegen or runtime reads their field): setting
+# one warns so.  enable_parallel_op_combine: the op combiner runs at opt_level 3 regardless.
+NO_EFFECT_KEYS = frozenset({
+    "enable_parallel_op_combine", "enable_vectorization", "enable_dynamic_batch", "enable_lite_conv_tuning",
+    "fusion_ops_level", "online_tuning", "cpu_refer_thread_num", "parallel_ops_level",
+    "recompute_increment_threshold", "recompute_peak_threshold", "target_os", "kernel_generator",
+    "repository_path",
+})
 # unsigned in MindSpore: a negative value is invalid
 _UNSIGNED_KEYS = frozenset({"opt_level", "fusion_ops_level", "online_tuning", "cpu_refer_thread_num",
                             "parallel_ops_level"})
@@ -351,6 +359,9 @@ def parse_flags(text: str | None, warn: Warn | None = None, *, default_opt_level
         if key in HARDWARE_ONLY_KEYS:
             warn(f"For 'graph_kernel_flags', the flag '{key}' only takes effect on GPU/Ascend; "
                  f"it is accepted and ignored on CPU.")
+        if key in NO_EFFECT_KEYS:
+            warn(f"For 'graph_kernel_flags', the flag '{key}' is accepted but has no effect in converter_lite "
+                 f"(nothing in its CPU code generation uses it).")
         if key in ("enable_simplify_exprs_only", "disable_simplify_exprs"):
             bad = [s for s in value if not s.strip().isdigit()]
             if bad:
@@ -441,6 +452,43 @@ def load_config_file(path: str) -> tuple[str, dict[str, dict[str, str]]]:
     return section_to_flags(params), sections
 
 
+# MindSpore's other config sections (converter_tool docs): none is silently dropped.
+QUANT_SECTIONS = ("common_quant_param", "full_quant_param", "data_preprocess_param",
+                  "mixed_bit_weight_quant_param", "weight_quant_param", "dynamic_quant_param")
+HARDWARE_SECTIONS = {
+    "ascend_context": "it configures Ascend inference; converter_lite builds CPU models only",
+    "acl_option_cfg_param": "it holds Ascend ACL options; converter_lite builds CPU models only",
+    "micro_param": "it asks for MindSpore Micro C code generation; converter_lite writes .ms models only",
+    "registry": "converter_lite loads no converter plugins (custom passes/ops from shared libraries)",
+    "cpu_option_cfg_param": "its Ascend/OpenVINO-style CPU options (architecture, instruction set) are not "
+                            "supported; set the target CPU with [graph_kernel_param] cpu_arch/cpu_type/cpu_feature",
+    "custom_opp_path": "it names Ascend custom operator packages; converter_lite builds CPU models only",
+}
+KNOWN_SECTIONS = (GRAPH_KERNEL_SECTION, *QUANT_SECTIONS, *HARDWARE_SECTIONS)
+
+
+def check_sections(sections: Mapping[str, Mapping[str, str]], path: str = "<config>",
+                   warn: Warn | None = None) -> None:
+    """Fails (-600) on a section this converter cannot honour; warns on an unknown one (closest known name)."""
+    import difflib
+    warn = warn or _default_warn
+    for name, params in sections.items():
+        if name == "":
+            if params:
+                warn(f"{path}: keys before any [section] are ignored: {', '.join(params)}")
+            continue
+        if name in QUANT_SECTIONS:
+            raise ConverterError(RET_INPUT_PARAM_INVALID,
+                                 f"{path}: section [{name}]: quantization is not supported yet; remove the "
+                                 "section to convert a float model")
+        if name in HARDWARE_SECTIONS:
+            raise ConverterError(RET_INPUT_PARAM_INVALID,
+                                 f"{path}: section [{name}] is not supported: {HARDWARE_SECTIONS[name]}")
+        close = difflib.get_close_matches(name, KNOWN_SECTIONS, n=1)
+        hint = f"; did you mean [{close[0]}]?" if close else f" (known sections: {', '.join(KNOWN_SECTIONS)})"
+        warn(f"{path}: unknown section [{name}] is ignored{hint}")
+
+
 # -- fusion switch JSON -----------------------------------------------------------------------------------------
 def parse_fusion_switch(text: str, path: str = "<fusion switch>") -> FusionSwitch:
     """Ascend-style fusion switch JSON -> FusionSwitch; ConverterError(-600) says where it is wrong."""
@@ -484,12 +532,14 @@ def load_fusion_switch_file(path: str) -> FusionSwitch:
 __all__ = [
     "FLAG_KEYS",
     "HARDWARE_ONLY_KEYS",
+    "NO_EFFECT_KEYS",
     "OP_ALIASES",
     "FusionSwitch",
     "FusionSwitchSection",
     "GraphKernelConfig",
     "config_from_json",
     "config_to_json",
+    "check_sections",
     "load_config_file",
     "load_fusion_switch_file",
     "onnx_op_name",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from .version import __version__
 from .config import (
     GraphKernelConfig,
+    check_sections,
     config_to_json,
     load_config_file,
     load_fusion_switch_file,
@@ -51,7 +52,8 @@ def build_config(config_file: str | None = None, *, graph_kernel_flags: str | No
     env = os.environ if env is None else env
     file_flags = None
     if config_file is not None:
-        file_flags, _sections = load_config_file(config_file)
+        file_flags, sections = load_config_file(config_file)
+        check_sections(sections, config_file)
     text = resolve_flags(file_flags, env.get("MS_DEV_GRAPH_KERNEL_FLAGS"))
     if graph_kernel_flags:
         text = graph_kernel_flags
@@ -63,10 +65,11 @@ def build_config(config_file: str | None = None, *, graph_kernel_flags: str | No
 
 def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, optimize: str = "general",
                   input_shape: dict | str | None = None, fp16: bool = False,
-                  embed_source: bool = True) -> ConvertResult:
+                  embed_source: bool = True, input_format: str = "NCHW") -> ConvertResult:
     """Converts ``model_file`` (path or ModelProto) to ``output_file`` (.ms).  A model whose inputs have dynamic
     dims gets its ONNX source embedded (``embed_source``, not with ``fp16``) so a run with other shapes can
-    re-specialize it: the file then holds the weights twice."""
+    re-specialize it: the file then holds the weights twice.  ``input_format="NHWC"`` (``--inputDataFormat``)
+    makes the 4-D inputs channels-last with a Transpose inserted before the optimizer (frontend/layout.py)."""
     from .frontend.onnx_import import import_model, parse_input_shapes
     from .model.format import SOURCE_SECTION, save_model
     from .passes.manager import run_graph_kernel_optimizer
@@ -86,8 +89,16 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    graph = import_model(os.fspath(model_file) if not hasattr(model_file, "graph") else model_file,
-                         input_shapes=input_shape)
+    source = os.fspath(model_file) if not hasattr(model_file, "graph") else model_file
+    if input_format == "NHWC":
+        from .frontend.layout import to_nhwc_inputs
+        from .frontend.onnx_import import load_onnx
+        source, changed = to_nhwc_inputs(load_onnx(source))
+        log.info("--inputDataFormat=NHWC: inputs %s take NHWC data (a Transpose to NCHW follows each)",
+                 ", ".join(changed) or "(none: no 4-D input)")
+    elif input_format != "NCHW":
+        raise ConverterError(RET_INPUT_PARAM_INVALID, f"--inputDataFormat={input_format}: must be NCHW or NHWC")
+    graph = import_model(source, input_shapes=input_shape)
     timings["import"] = time.perf_counter() - t0
 
     stats: dict[str, int] = {}
@@ -112,12 +123,13 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
         "graph_kernel_flags": config.flags_text,
         "fusion_stats": stats,
         "fp16_weights": fp16,
+        "input_format": input_format,
     }
     if embed_source and not fp16 and graph.metadata.get("dynamic_inputs"):
         # the runtime re-specializes the model for other shapes of the dynamic dims from this (runtime/respecialize.py);
         # not with fp16 weights, whose point is a small file (the source holds them in float32)
         from .frontend.onnx_import import source_bytes
-        artifacts[SOURCE_SECTION] = source_bytes(model_file)
+        artifacts[SOURCE_SECTION] = source_bytes(source)       # already NHWC where --inputDataFormat=NHWC
         metadata["reconvert"] = {"config": config_to_json(config), "optimize": optimize, "fp16": fp16}
     _make_output_dir(out_path)
     save_model(out_path, graph, metadata, artifacts or None)

@@ -73,20 +73,34 @@ class _Command(click.Command):
 @click.option("--reportFile", "report_file", metavar="report.json", help="Write the whole result as JSON.")
 @click.option("--device", "device", default="CPU", show_default=True, help="Only CPU is supported.")
 @click.option("--cpuBindMode", "cpu_bind_mode", type=int, default=None,
-              help="Accepted for MindSpore compatibility and ignored.")
+              help="0: no bind; 1: bind the process to the big cores; 2: to the little cores (Linux "
+                   "sched_setaffinity; on a machine whose cores are all alike nothing is bound, and a line says so).")
+@click.option("--cosineDistanceThreshold", "cosine_distance_threshold", type=float, default=-1.1,
+              show_default=True, help="Accuracy mode: fail when an output's cosine similarity with the reference "
+                                      "is below this (checked only when > -1).")
 @click.option("--modelType", "model_type", default="MindIR_Lite", show_default=True,
-              help="Accepted for MindSpore compatibility (the file format is detected).")
+              help="MindIR_Lite (or MindIR): the .ms file; other types are refused.")
 @click.option("--benchmarkDataType", "benchmark_data_type", default="FLOAT", show_default=True,
-              type=click.Choice(["FLOAT", "INT32", "INT8", "UINT8"], case_sensitive=False),
-              help="Accepted for MindSpore compatibility (calibration values are read as numbers).")
+              help="Type of --benchmarkDataFile's values: FLOAT, or INT32 (values must be integers); INT8/UINT8 "
+                   "(quantized models) are refused.")
+@click.option("--enableFp16", "enable_fp16", type=MS_BOOL, default="false", show_default=True,
+              help="Only false: the kernels compute in float32.")
+@click.option("--perfProfiling", "perf_profiling", type=MS_BOOL, default="false", show_default=True,
+              help="Only false: no hardware counters (use --timeProfiling).")
+@click.option("--perfEvent", "perf_event", default=None, help="Refused (goes with --perfProfiling).")
+@click.option("--enableParallel", "enable_parallel", type=MS_BOOL, default="false", show_default=True,
+              help="Only false: no parallel-predict worker pool.")
+@click.option("--workersNum", "workers_num", type=int, default=None, help="Refused (goes with --enableParallel).")
 @click.option("--seed", "seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--native", "native", type=MS_BOOL, default="true", show_default=True,
               help="false runs the numpy reference kernels even where native code is present.")
 @click.option("--rebuildKernels", "rebuild_kernels", type=MS_BOOL, default="false", show_default=True,
               help="true never runs the machine code shipped in the .ms: every fused kernel is generated again "
                    "from the model's graph and compiled in memory (for models from untrusted sources).")
-def main(model_type, benchmark_data_type, **kw):
+def main(model_type, **kw):
     """Runs a converted .ms model: timing (default) or accuracy (--benchmarkDataFile / --compareModel)."""
+    if model_type.upper() not in ("MINDIR_LITE", "MINDIR"):
+        raise click.BadParameter(f"{model_type}: only MindIR_Lite (.ms) models run", param_hint="--modelType")
     opts = BenchmarkOptions(**kw, progress=sys.stderr.isatty())
     status, _ = run_benchmark(opts, out=click.echo, err=lambda line: click.echo(line, err=True))
     if status != 0:

@@ -41,6 +41,13 @@ class BenchmarkOptions:
     report_file: str | None = None
     device: str = "CPU"
     cpu_bind_mode: int | None = None
+    cosine_distance_threshold: float = -1.1     # MindSpore: checked only when > -1
+    benchmark_data_type: str = "FLOAT"
+    enable_fp16: bool = False
+    perf_profiling: bool = False
+    perf_event: str | None = None
+    workers_num: int | None = None
+    enable_parallel: bool = False
     seed: int = 0
     native: bool = True
     rebuild_kernels: bool = False
@@ -70,6 +77,34 @@ def validate(opts: BenchmarkOptions) -> None:
         raise bad(f"accuracyThreshold:{opts.accuracy_threshold} must not be negative")
     if opts.benchmark_data_file and opts.compare_model:
         raise bad("give either --benchmarkDataFile or --compareModel as the reference, not both")
+    accuracy_mode = bool(opts.benchmark_data_file or opts.compare_model)
+    if opts.cosine_distance_threshold > -1 and not accuracy_mode:
+        raise bad(f"--cosineDistanceThreshold={opts.cosine_distance_threshold:g} needs a reference to compare with "
+                  "(--benchmarkDataFile or --compareModel)")
+    if opts.cosine_distance_threshold > 1:
+        raise bad(f"--cosineDistanceThreshold={opts.cosine_distance_threshold:g}: a cosine similarity is at most 1")
+    dtype = opts.benchmark_data_type.upper()
+    if dtype in ("INT8", "UINT8"):
+        raise bad(f"--benchmarkDataType={opts.benchmark_data_type} is not supported yet: it is for quantized "
+                  "models, which converter_lite does not build yet (use FLOAT or INT32)")
+    if dtype not in ("FLOAT", "INT32"):
+        raise bad(f"--benchmarkDataType={opts.benchmark_data_type}: must be FLOAT, INT32, INT8 or UINT8")
+    if dtype != "FLOAT" and not opts.benchmark_data_file:
+        raise bad(f"--benchmarkDataType={opts.benchmark_data_type} describes --benchmarkDataFile, which is not given")
+    if opts.enable_fp16:
+        raise bad("--enableFp16=true is not supported: converter_lite's kernels compute in float32 only "
+                  "(converter_lite --fp16=on stores the weights as float16)")
+    if opts.perf_profiling or opts.perf_event:
+        raise bad("--perfProfiling/--perfEvent are not supported: they read ARM hardware performance counters; "
+                  "use --timeProfiling=true for per-kernel times")
+    if opts.enable_parallel:
+        raise bad("--enableParallel=true is not supported: converter_lite runs one model instance per process "
+                  "(use --numThreads for intra-op threads)")
+    if opts.workers_num is not None:
+        raise bad(f"--workersNum={opts.workers_num} is not supported: it sizes MindSpore's parallel-predict worker "
+                  "pool, which converter_lite has not")
+    if opts.cpu_bind_mode is not None and opts.cpu_bind_mode not in (0, 1, 2):
+        raise bad(f"--cpuBindMode={opts.cpu_bind_mode}: must be 0 (no bind), 1 (big cores) or 2 (little cores)")
 
 
 def run_benchmark(opts: BenchmarkOptions, out: Printer = print, err: Printer = _stderr) -> tuple[int, dict]:
@@ -85,7 +120,9 @@ def run_benchmark(opts: BenchmarkOptions, out: Printer = print, err: Printer = _
         report.update(code=e.code, error=e.message)
         return _finish(opts, report, e.code, err)
     _print_settings(opts, out)
+    saved_affinity = None
     try:
+        saved_affinity = _bind_cpus(opts.cpu_bind_mode, out)
         _run(opts, name, report, out, err)
         code = 0
     except ConverterError as e:
@@ -102,6 +139,9 @@ def run_benchmark(opts: BenchmarkOptions, out: Printer = print, err: Printer = _
         err(msg)
         code = RET_ERROR
         report["error"] = msg
+    finally:
+        if saved_affinity is not None:
+            os.sched_setaffinity(0, saved_affinity)
     if code == 0:
         out(f"Run Benchmark {name} Success.")
     else:
@@ -119,8 +159,68 @@ def _print_settings(opts: BenchmarkOptions, out: Printer) -> None:
     out(f"WarmUpLoopCount = {opts.warm_up_loop_count}")
     out(f"NumThreads = {opts.num_threads}")
     out(f"calibDataPath = {opts.benchmark_data_file or opts.compare_model or ''}")
-    if opts.cpu_bind_mode is not None:
-        out(f"cpuBindMode = {opts.cpu_bind_mode} (ignored: converter_lite does not bind threads to cores)")
+    if opts.cosine_distance_threshold > -1:
+        out(f"CosineDistanceThreshold = {opts.cosine_distance_threshold:g}")
+    if opts.benchmark_data_file:
+        out(f"BenchmarkDataType = {opts.benchmark_data_type.upper()}")
+
+
+CPU_BIND_NAMES = {0: "no bind", 1: "big cores", 2: "little cores"}
+
+
+def core_capacities() -> dict[int, int]:
+    """Linux's per-core capacity (``/sys/devices/system/cpu/cpuN/cpu_capacity``, present on big.LITTLE/hybrid
+    machines) for the cores this process may use; {} when the kernel does not report it."""
+    caps: dict[int, int] = {}
+    for cpu in sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else ():
+        try:
+            with open(f"/sys/devices/system/cpu/cpu{cpu}/cpu_capacity", encoding="ascii") as f:
+                caps[cpu] = int(f.read().strip())
+        except (OSError, ValueError):
+            return {}
+    return caps
+
+
+def bind_cpu_set(mode: int, caps: dict[int, int]) -> set[int] | None:
+    """The cores ``--cpuBindMode=mode`` binds to, given ``core_capacities()``; None = no binding (mode 0, or a
+    machine whose cores are all alike, where big and little cores do not exist)."""
+    if mode == 0 or len(set(caps.values())) < 2:
+        return None
+    top = max(caps.values())
+    big = {c for c, v in caps.items() if v == top}
+    return big if mode == 1 else set(caps) - big
+
+
+def _bind_cpus(mode: int | None, out: Printer) -> set[int] | None:
+    """Binds this process to the cores of ``--cpuBindMode`` (before the model's threads start); returns the
+    previous affinity to restore, or None when nothing was changed (always says which, in one line)."""
+    if mode is None:
+        return None
+    if not hasattr(os, "sched_setaffinity"):
+        out(f"cpuBindMode = {mode} ({CPU_BIND_NAMES[mode]}): not bound, this OS has no sched_setaffinity")
+        return None
+    caps = core_capacities()
+    cores = bind_cpu_set(mode, caps)
+    if cores is None:
+        why = "no binding asked" if mode == 0 else "not bound: this machine's cores are all alike (no big/little)"
+        out(f"cpuBindMode = {mode} ({CPU_BIND_NAMES[mode]}): {why}")
+        return None
+    previous = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cores)
+    out(f"cpuBindMode = {mode} ({CPU_BIND_NAMES[mode]}): bound to cores {','.join(map(str, sorted(cores)))}")
+    return previous
+
+
+def cosine_similarity(actual: np.ndarray, expected: np.ndarray) -> float:
+    """MindSpore's cosine distance of two tensors (their cosine similarity; 1 = same direction)."""
+    a = np.asarray(actual, dtype=np.float64).reshape(-1)
+    e = np.asarray(expected, dtype=np.float64).reshape(-1)
+    na, ne = float(np.linalg.norm(a)), float(np.linalg.norm(e))
+    if na == 0.0 and ne == 0.0:
+        return 1.0
+    if na == 0.0 or ne == 0.0:
+        return 0.0
+    return float(np.dot(a, e) / (na * ne))
 
 
 def _run(opts: BenchmarkOptions, name: str, report: dict, out: Printer, err: Printer) -> None:
@@ -169,10 +269,26 @@ def _accuracy(opts, model, feeds, report, out, err) -> None:
     else:
         expected = read_calibration(opts.benchmark_data_file)
         reference = opts.benchmark_data_file
+        if opts.benchmark_data_type.upper() == "INT32":
+            for key, value in expected.items():
+                if not np.all(np.mod(value, 1) == 0):
+                    raise ConverterError(RET_INPUT_PARAM_INVALID, f"--benchmarkDataType=INT32: tensor {key} of "
+                                                                  f"{reference} holds non-integer values")
+                expected[key] = value.astype(np.int32)
     result = compare_outputs(outputs, expected, opts.accuracy_threshold)
     for line in result.lines:
         out(line)
     out("")
+    if opts.cosine_distance_threshold > -1:
+        cosines = {k: cosine_similarity(outputs[k], v) for k, v in expected.items()}
+        for k, c in cosines.items():
+            out(f"Cosine distance of node/tensor {k} : {fmt(c)}")
+        low = {k: c for k, c in cosines.items() if not c >= opts.cosine_distance_threshold}
+        report["cosine_distance"] = {"threshold": opts.cosine_distance_threshold, "values": cosines,
+                                     "passed": not low}
+        if low:
+            raise ConverterError(RET_ERROR, "cosine distance of " + ", ".join(f"{k} ({fmt(c)})" for k, c in low.items())
+                                 + f" is below the threshold {fmt(opts.cosine_distance_threshold)}")
     report["accuracy"] = {"reference": reference, "threshold": opts.accuracy_threshold,
                           "biases_percent": {k: _finite(v) for k, v in result.biases.items()},
                           "mean_bias_percent": _finite(result.mean_bias), "passed": result.passed,

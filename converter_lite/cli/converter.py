@@ -10,13 +10,17 @@ import sys
 import time
 import traceback
 
+import logging
+
 import click
 
-from ..errors import DESCRIPTIONS, RET_ERROR, RET_INPUT_PARAM_INVALID, RET_NOT_FIND_OP, ConverterError
+from ..errors import (DESCRIPTIONS, RET_ERROR, RET_INPUT_PARAM_INVALID, RET_NOT_FIND_OP, RET_NOT_SUPPORT,
+                      ConverterError)
 from . import batch
 
 FMKS = ("TF", "TFLITE", "CAFFE", "MINDIR", "ONNX", "PYTORCH", "MSLITE")
 _SEP = "=" * 60
+log = logging.getLogger("converter_lite")
 
 
 def _bool(value: str, flag: str) -> bool:
@@ -46,13 +50,81 @@ def _bool(value: str, flag: str) -> bool:
 @click.option("--jobs", "jobs", default=1, type=int, show_default=True,
               help="Batch mode: parallel conversions.")
 @click.option("--shard", "shard", metavar="K/N", help="Batch mode: convert only the K-th of N parts of the models.")
+@click.option("--saveType", "save_type", default="MINDIR_LITE", show_default=True, metavar="MINDIR_LITE",
+              help="Output kind: MINDIR_LITE (our .ms, the only kind written); MINDIR is refused.")
+@click.option("--NoFusion", "no_fusion", default="false", show_default=True, metavar="true|false",
+              help="true = --optimize=none (no fusion at all).")
+@click.option("--infer", "infer", default="false", show_default=True, metavar="true|false",
+              help="After writing, run the model once on seeded random inputs and compare it with onnxruntime on "
+                   "the source (benchmark --compareModel lines); above 0.5%% mean bias the conversion fails and "
+                   "the file is removed.")
+@click.option("--inputDataFormat", "input_data_format", default="NCHW", show_default=True, metavar="NCHW|NHWC",
+              help="NHWC: 4-D inputs take channels-last data (a Transpose to NCHW is inserted before fusion); "
+                   "other inputs are unchanged.")
+@click.option("--inputDataType", "input_data_type", default="DEFAULT", show_default=True,
+              metavar="DEFAULT|FLOAT32", help="Input tensor type: DEFAULT/FLOAT32 (the model's own types); "
+                                              "INT8/UINT8/FLOAT16 need quantization (not supported yet).")
+@click.option("--outputDataType", "output_data_type", default="DEFAULT", show_default=True,
+              metavar="DEFAULT|FLOAT32", help="Output tensor type: as --inputDataType.")
+@click.option("--device", "device", default="CPU", show_default=True, metavar="CPU",
+              help="Target device; only CPU (others fail with -7).")
+@click.option("--encryption", "encryption", default="false", show_default=True, metavar="false",
+              help="Model encryption: the .ms format has none, so only false is accepted.")
+@click.option("--encryptKey", "encrypt_key", metavar="KEY", help="Refused: the .ms format has no encryption.")
+@click.option("--optimizeTransformer", "optimize_transformer", default="false", show_default=True,
+              metavar="true|false", help="Accepted: graph-kernel fusion already fuses transformer blocks.")
+@click.option("--trainModel", "train_model", default="false", show_default=True, metavar="false",
+              help="Only false: training models are not supported.")
 @click.option("--debug", "debug", default="false", metavar="true|false", help="Show tracebacks on failure.")
 def _command(**kw):
     return _convert(**kw)
 
 
+DATA_TYPES_LATER = ("INT8", "UINT8", "FLOAT16", "INT16", "INT32", "INT64", "UINT16", "UINT32", "UINT64")
+
+
+def _mindspore_flags(save_type, no_fusion, infer, input_data_format, input_data_type, output_data_type, device,
+                     encryption, encrypt_key, optimize_transformer, train_model) -> tuple[bool, bool, str]:
+    """Checks MindSpore's flags that have a single meaning here; returns (no_fusion, infer, input format)."""
+    bad = RET_INPUT_PARAM_INVALID
+    if save_type.upper() == "MINDIR":
+        raise ConverterError(bad, "--saveType=MINDIR is not supported: converter_lite writes only MINDIR_LITE-style "
+                                  "output (the .ms model); use --saveType=MINDIR_LITE")
+    if save_type.upper() != "MINDIR_LITE":
+        raise ConverterError(bad, f"--saveType={save_type}: INPUT ILLEGAL: saveType must be MINDIR_LITE "
+                                  "(MINDIR is not supported)")
+    fmt = input_data_format.upper()
+    if fmt not in ("NCHW", "NHWC"):
+        raise ConverterError(bad, f"--inputDataFormat={input_data_format}: must be NCHW or NHWC")
+    for flag, value in (("inputDataType", input_data_type), ("outputDataType", output_data_type)):
+        v = value.upper()
+        if v in ("DEFAULT", "FLOAT32"):
+            continue
+        if v in DATA_TYPES_LATER:
+            raise ConverterError(bad, f"--{flag}={value} is not supported yet (needs quantization); "
+                                      "use DEFAULT or FLOAT32")
+        raise ConverterError(bad, f"--{flag}={value}: INPUT ILLEGAL: must be DEFAULT, FLOAT32, FLOAT16, INT8 or "
+                                  "UINT8")
+    if device.upper() != "CPU":
+        raise ConverterError(RET_NOT_SUPPORT, f"--device={device} is not supported: converter_lite builds CPU "
+                                              "models only (--device=CPU)")
+    if _bool(encryption, "encryption"):
+        raise ConverterError(bad, "--encryption=true is not supported: the .ms format has no encryption "
+                                  "(use --encryption=false)")
+    if encrypt_key:
+        raise ConverterError(bad, "--encryptKey is not supported: the .ms format has no encryption")
+    if _bool(train_model, "trainModel"):
+        raise ConverterError(bad, "--trainModel=true is not supported: converter_lite converts inference "
+                                  "models only")
+    if _bool(optimize_transformer, "optimizeTransformer"):
+        log.info("--optimizeTransformer=true: graph-kernel fusion (opt_level >= 1) already fuses transformer "
+                 "blocks; the flag adds nothing")
+    return _bool(no_fusion, "NoFusion"), _bool(infer, "infer"), fmt
+
+
 def _convert(fmk, model_file, output_file, config_file, optimize, input_shape, fusion_switch_file, fp16,
-             weight_file, jobs, shard, debug):
+             weight_file, jobs, shard, debug, save_type, no_fusion, infer, input_data_format, input_data_type,
+             output_data_type, device, encryption, encrypt_key, optimize_transformer, train_model):
     """Returns the number of models that failed (batch mode) or 0."""
     from ..pipeline import build_config, convert_model
 
@@ -72,7 +144,15 @@ def _convert(fmk, model_file, output_file, config_file, optimize, input_shape, f
         raise ConverterError(RET_INPUT_PARAM_INVALID, "--weightFile is only for Caffe models, which are not "
                                                       "supported")
     fp16 = _bool(fp16, "fp16")
+    no_fusion, infer, input_format = _mindspore_flags(save_type, no_fusion, infer, input_data_format,
+                                                      input_data_type, output_data_type, device, encryption,
+                                                      encrypt_key, optimize_transformer, train_model)
+    if no_fusion:
+        optimize = "none"
     if batch.is_batch(model_file):
+        if infer or input_format != "NCHW":
+            raise ConverterError(RET_INPUT_PARAM_INVALID, "--infer=true and --inputDataFormat=NHWC convert one "
+                                                          "model at a time, not a directory or glob")
         return batch.run_batch(model_file, output_file, config_file=config_file,
                                fusion_switch_file=fusion_switch_file, optimize=optimize, input_shape=input_shape,
                                fp16=fp16, jobs=jobs, shard=shard, echo=click.echo)
@@ -81,12 +161,39 @@ def _convert(fmk, model_file, output_file, config_file, optimize, input_shape, f
     t0 = time.perf_counter()
     config = build_config(config_file, fusion_switch_file=fusion_switch_file, dump_dir=os.getcwd())
     result = convert_model(model_file, output_file, config=config, optimize=optimize, input_shape=input_shape,
-                           fp16=fp16)
+                           fp16=fp16, input_format=input_format)
+    if infer:
+        _infer(model_file, result.output_path, input_format)
     n_kernels = sum(1 for n in result.graph.nodes if n.op == "GraphKernel")
     click.echo(f"Converted {model_file} -> {result.output_path}: {len(result.graph.nodes)} nodes, "
                f"{n_kernels} fused kernels (opt_level {config.opt_level if optimize != 'none' else 0}), "
                f"{time.perf_counter() - t0:.2f} s")
     return 0
+
+
+def _infer(model_file: str, ms_path: str, input_format: str) -> None:
+    """``--infer=true``: benchmark's --compareModel accuracy run (same code, same lines) on seeded random
+    inputs; a failure removes the written model."""
+    import tempfile
+
+    from .benchmark_core import BenchmarkOptions, run_benchmark
+
+    with tempfile.TemporaryDirectory(prefix="converter_lite_infer_") as tmp:
+        reference = model_file
+        if input_format == "NHWC":         # the reference must take the same (channels-last) inputs
+            from ..frontend.layout import save_with_nhwc_inputs
+            reference = os.path.join(tmp, "reference.onnx")
+            save_with_nhwc_inputs(model_file, reference)
+        lines: list[str] = []
+        status, report = run_benchmark(BenchmarkOptions(model_file=ms_path, compare_model=reference),
+                                       out=click.echo, err=lambda line: (lines.append(line), click.echo(line, err=True)))
+    if status != 0:
+        try:
+            os.unlink(ms_path)
+        except OSError:
+            pass
+        reason = report.get("error") or (lines[0] if lines else "the accuracy check failed")
+        raise ConverterError(status, f"--infer: {reason}; {ms_path} was removed")
 
 
 def _print_unsupported(err) -> None:
@@ -107,9 +214,12 @@ def main(args=None) -> None:
         click.echo(_command.get_help(click.Context(_command, info_name="converter_lite")))
         sys.exit(0)
     debug = any(a.lower() in ("--debug=true", "--debug=1", "--debug=on") for a in args)
+    if any(a in ("--help", "-h") for a in args):   # help and nothing else (no result line), exit 0
+        click.echo(_command.get_help(click.Context(_command, info_name="converter_lite")))
+        sys.exit(0)
     try:
         n_failed = _command.main(args, prog_name="converter_lite", standalone_mode=False)
-    except click.exceptions.Exit as e:          # --help
+    except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.ClickException as e:           # unknown flag, missing value, ...
         click.echo(f"ERROR: {e.format_message()} (see converter_lite --help)", err=True)
