@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -110,17 +111,20 @@ def run_batch(model_file: str, output_dir: str, *, config_file, fusion_switch_fi
     echo(f"Converting {len(job_list)} of {len(paths)} models (shard {k}/{n}) with {jobs} job(s)")
     t0 = time.perf_counter()
     results = []
-    if jobs == 1 or len(job_list) <= 1:
-        mapped = map(_convert_one, job_list)
-    else:
-        pool = ProcessPoolExecutor(max_workers=min(jobs, len(job_list)))
-        mapped = pool.map(_convert_one, job_list)
-    for i, r in enumerate(mapped, 1):
-        results.append(r)
-        if r["status"] == "SUCCESS":
-            echo(f"[{i}/{len(job_list)}] {r['model']} -> {r['output']}: CONVERT RESULT SUCCESS:0")
+    # the pool is shut down (its manager thread joined) before this returns: left to the interpreter's exit hook,
+    # Python 3.11 may race that thread closing its wake-up pipe and print "Bad file descriptor" at exit
+    with contextlib.ExitStack() as stack:
+        if jobs == 1 or len(job_list) <= 1:
+            mapped = map(_convert_one, job_list)
         else:
-            echo(f"[{i}/{len(job_list)}] {r['model']}: CONVERT RESULT FAILED:{r['code']} {r['message']}")
+            pool = stack.enter_context(ProcessPoolExecutor(max_workers=min(jobs, len(job_list))))
+            mapped = pool.map(_convert_one, job_list)
+        for i, r in enumerate(mapped, 1):
+            results.append(r)
+            if r["status"] == "SUCCESS":
+                echo(f"[{i}/{len(job_list)}] {r['model']} -> {r['output']}: CONVERT RESULT SUCCESS:0")
+            else:
+                echo(f"[{i}/{len(job_list)}] {r['model']}: CONVERT RESULT FAILED:{r['code']} {r['message']}")
     failed = [r for r in results if r["status"] != "SUCCESS"]
     summary = {"shard": f"{k}/{n}", "total_models": len(paths), "converted": len(results) - len(failed),
                "failed": len(failed), "seconds": round(time.perf_counter() - t0, 3), "models": results}
