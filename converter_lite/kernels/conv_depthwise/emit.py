@@ -49,19 +49,7 @@ from ...codegen.internal import constant_table, driver_entry, internal_function
 from ...codegen.loops import for_range
 from ...codegen.threadpool import BODY_TYPE, declare_pool
 from ...codegen.types import BYTE_PTR_PTR, F32, F64, I1, I32, I64, VOID
-from ...codegen.vector import (
-    FP,
-    I64P,
-    VEC,
-    VECP,
-    VL,
-    cdiv,
-    clamp_lanes,
-    smin,
-    splat,
-    splat_i32,
-    vector_intrinsics,
-)
+from ...codegen.vector import FP, I64P, VEC, VECP, VL, cdiv, clamp_lanes, smin, splat, splat_i32, vector_intrinsics
 from .abi import FIELDS, MAX_KW, MAX_WIDTH, ZERO_MARGIN
 from .abi import SYMBOL as DEPTHWISE_SYMBOL
 
