@@ -3,6 +3,7 @@ benchmark flag MindSpore documents is accepted at its default and either honoure
 naming it; every config section is honoured or refused; no flag, section or key is accepted in silence."""
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
@@ -133,8 +134,14 @@ def test_infer_mismatch_fails_and_removes_the_file(tmp_path, monkeypatch, capsys
     def wrong(onnx_path, feeds, output_names, num_threads=2):
         return {n: np.full((4, 4), 1000.0, np.float32) for n in output_names}
     monkeypatch.setattr(benchmark_compare, "onnxruntime_outputs", wrong)
-    with pytest.raises(SystemExit) as e:
-        convert_main(["--fmk=ONNX", f"--modelFile={MYNET}", f"--outputFile={tmp_path}/m", "--infer=true"])
+    logger = logging.getLogger("converter_lite")
+    saved = (logger.level, list(logger.handlers))
+    try:
+        with pytest.raises(SystemExit) as e:
+            convert_main(["--fmk=ONNX", f"--modelFile={MYNET}", f"--outputFile={tmp_path}/m", "--infer=true"])
+    finally:        # main() adds a handler on capsys's stderr, closed after this test: later tests must not log to it
+        logger.setLevel(saved[0])
+        logger.handlers[:] = saved[1]
     assert e.value.code != 0
     cap = capsys.readouterr()
     last = cap.out.strip().splitlines()[-1]
