@@ -163,8 +163,10 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
     return NativeBundle(sections, specs, skipped, stats)
 
 
+@functools.cache
 def driver_ir(symbol: str, emit: Emitter, triple: str) -> str:
-    """The IR text of one driver's module (its symbol and internal helpers; the thread pool only declared)."""
+    """The IR text of one driver's module (its symbol and internal helpers; the thread pool only declared), once
+    per process (emitting the convolution drivers takes about a second)."""
     module = ir.Module(name=symbol)
     module.triple = triple
     emit(module)

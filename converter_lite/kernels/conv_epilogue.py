@@ -9,7 +9,6 @@ import math
 
 import numpy as np
 
-
 EPILOGUE_ATTR = "conv_epilogue"    # on a fused kernel the converter folded into the Conv before it (passes/)
 
 

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from helpers import make_model, tensor_info
+from tests.cli.test_converter_cli import assert_failed, last_line
 
 from converter_lite.cli import benchmark_core
 from converter_lite.cli.benchmark import main as bench_main
@@ -38,25 +39,11 @@ def run_cli(*args, env=None, module="converter_lite.cli.converter", cwd=None):
     return r
 
 
-def last_line(r):
-    return r.stdout.strip().splitlines()[-1]
-
-
 def assert_ok(r, out_file=None):
     assert r.returncode == 0, r.stdout + r.stderr
     assert last_line(r) == "CONVERT RESULT SUCCESS:0"
     if out_file is not None:
         assert os.path.isfile(out_file)
-
-
-def assert_failed(r, code, *words, out_dir=None):
-    assert r.returncode != 0, r.stdout
-    assert last_line(r).startswith(f"CONVERT RESULT FAILED:{code} "), r.stdout
-    text = r.stdout + r.stderr
-    for w in words:
-        assert w in text, f"{w!r} not in:\n{text}"
-    if out_dir is not None:
-        assert os.listdir(out_dir) == [], os.listdir(out_dir)
 
 
 def convert(tmp_path, *flags, model=MYNET, name="m"):

@@ -74,6 +74,8 @@ def _conv(x_shape, w_shape, dtype=DType.float32, **attrs):
     (_conv((1, 8, 16, 16), (16, 8, 3, 3), strides=(3, 3)), {"cl_conv2d_tiles_v2_f32"}),
     (_conv((1, 8, 16, 16), (16, 8, 3, 3), dtype=DType.float64), {"cl_conv2d_tiles_v2_f64"}),
     (_conv((1, 3, 32, 32), (16, 3, 16, 16), strides=(16, 16)), {"cl_gemm_tiles_v1", "cl_sgemm_v1"}),
+    # 8x8 float32 patches: rows of 32 bytes, below the patch rule's 64, so the runtime convolves them (tiles)
+    (_conv((1, 3, 32, 32), (16, 3, 8, 8), strides=(8, 8)), {"cl_conv2d_tiles_v2_f32"}),
     (Node("MatMul", [_v("a", DType.float32, (4, 8)), _v("b", DType.float32, (8, 2))],
           [_v("c", DType.float32, (4, 2))]), {"cl_gemm_tiles_v1", "cl_sgemm_v1"}),
     (Node("MatMul", [_v("a", DType.int32, (4, 8)), _v("b", DType.int32, (8, 2))],

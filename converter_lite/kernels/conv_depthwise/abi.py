@@ -5,6 +5,8 @@
 ``desc``: ``FIELDS`` i64 words (``lo``/``hi`` as float64 bit patterns), then ``EXTRA`` words the entry point
 writes (planes per chunk).
 """
+from ..node_facts import conv_2d, is_depthwise
+
 SYMBOL = "cl_dwconv_v3_f32"
 SYMBOLS = (SYMBOL,)
 FIELDS = ("n", "c", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "x", "y", "wt", "bias",
@@ -21,7 +23,6 @@ EPILOGUE = True                    # takes a following residual Add and clamps (
 def select(node) -> tuple[str, ...]:
     """Depthwise (group = C = M) float32 2-D Convs with constant weights, column stride 1 or 2, kernels at most
     MAX_KW wide (the expander turns most of them into fused tap kernels first at opt_level >= 1)."""
-    from ..node_facts import conv_2d, is_depthwise
     g = conv_2d(node)
     ok = g is not None and g["dtype"] == "float32" and is_depthwise(g) and g["sw"] in (1, 2) and g["kw"] <= MAX_KW
     return SYMBOLS if ok else ()

@@ -5,6 +5,8 @@
 ``desc``: ``FIELDS`` i64 words (floats ``lo``/``hi`` as float64 bit patterns), then ``EXTRA`` words the entry
 point writes for its chunks (tiles per chunk, channel units per chunk).  Weights packed ``[G, nblk, K, VL]``.
 """
+from ..node_facts import conv_2d, is_depthwise, is_patch
+
 SYMBOL = "cl_conv2d_direct_v2_f32"
 SYMBOLS = (SYMBOL,)
 FIELDS = ("n", "c", "h", "w", "m", "group", "oh", "ow", "sh", "sw", "pt", "pl", "hp", "wp", "pad", "x", "xp",
@@ -18,7 +20,6 @@ EPILOGUE = True                    # takes a following residual Add and clamps (
 
 def select(node) -> tuple[str, ...]:
     """Dense or grouped (not depthwise) float32 2-D Convs with constant weights and a column stride in STRIDES."""
-    from ..node_facts import conv_2d, is_depthwise, is_patch
     g = conv_2d(node)
     ok = g is not None and g["dtype"] == "float32" and not is_depthwise(g) and not is_patch(g, node) \
         and g["sw"] in STRIDES

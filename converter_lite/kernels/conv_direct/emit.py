@@ -41,9 +41,26 @@ from ...codegen.internal import constant_table, driver_entry, internal_function,
 from ...codegen.loops import for_range, loop_id
 from ...codegen.threadpool import BODY_TYPE, declare_pool
 from ...codegen.types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I32, I64, VOID
-from ...codegen.vector import (FLAG_CLAMP, FLAG_RESIDUAL, FP, I64P, VEC, VECP, VL, c64, cdiv, clamp_lanes,
-                               flag_versions, smin, splat, splat_bool, splat_i32, tap_loop_head, transpose,
-                               vector_intrinsics)
+from ...codegen.vector import (
+    FLAG_CLAMP,
+    FLAG_RESIDUAL,
+    FP,
+    I64P,
+    VEC,
+    VECP,
+    VL,
+    c64,
+    cdiv,
+    clamp_lanes,
+    flag_versions,
+    smin,
+    splat,
+    splat_bool,
+    splat_i32,
+    tap_loop_head,
+    transpose,
+    vector_intrinsics,
+)
 from . import abi
 from .abi import EXTRA, FIELDS, STRIDES
 from .abi import SYMBOL as DIRECT_SYMBOL

@@ -32,8 +32,22 @@ from ...codegen.internal import constant_table, driver_entry, internal_function
 from ...codegen.loops import for_range, loop_id
 from ...codegen.threadpool import BODY_TYPE, declare_pool
 from ...codegen.types import BYTE_PTR_PTR, F32, F64, I32, I64, VOID
-from ...codegen.vector import (FLAG_CLAMP, FLAG_RESIDUAL, FP, I64P, VEC, VECP, VL, cdiv, clamp_lanes, flag_versions,
-                               smin, splat, tap_loop_head, vector_intrinsics)
+from ...codegen.vector import (
+    FLAG_CLAMP,
+    FLAG_RESIDUAL,
+    FP,
+    I64P,
+    VEC,
+    VECP,
+    VL,
+    cdiv,
+    clamp_lanes,
+    flag_versions,
+    smin,
+    splat,
+    tap_loop_head,
+    vector_intrinsics,
+)
 from .abi import EXTRA, FIELDS, MR
 from .abi import SYMBOL as POINTWISE_SYMBOL
 

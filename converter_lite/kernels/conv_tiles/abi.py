@@ -4,6 +4,9 @@
 
 ``desc``: ``FIELDS`` i64 words, then ``nslots`` slot flags.  The symbols carry the record layout's version.
 """
+from ..conv_direct.abi import STRIDES
+from ..node_facts import conv_2d, is_depthwise, is_patch
+
 LAYOUT = 2                        # bumped with every change of FIELDS: a model's code and the runtime must agree
 CONV_SYMBOLS = {"float32": f"cl_conv2d_tiles_v{LAYOUT}_f32", "float64": f"cl_conv2d_tiles_v{LAYOUT}_f64"}
 SYMBOLS = tuple(CONV_SYMBOLS.values())
@@ -17,8 +20,6 @@ EPILOGUE = True                    # takes a following residual Add and clamps (
 def select(node) -> tuple[str, ...]:
     """Dense (not depthwise) 2-D Convs with constant weights the direct driver does not take: float64 ones, and
     float32 ones with a column stride other than 1, 2 or 4."""
-    from ..conv_direct.abi import STRIDES
-    from ..node_facts import conv_2d, is_depthwise, is_patch
     g = conv_2d(node)
     if g is None or is_depthwise(g) or is_patch(g, node):
         return ()

@@ -9,6 +9,7 @@ word may carry ``FLAG_WIDE`` (32-register tiles) and ``transB = PACKED`` reads B
 panels (ldb = the panel stride in floats).  The symbols carry the layouts' versions.
 """
 from ..blas import NO_TRANS, ROW_MAJOR, TRANS  # noqa: F401  (CBLAS flags the records and the sgemm take)
+from ..node_facts import conv_2d, dtype, is_patch
 
 GEMM_TILES_SYMBOL = "cl_gemm_tiles_v1"      # the version of the tile-record layout
 SGEMM_SYMBOL = "cl_sgemm_v1"
@@ -28,7 +29,6 @@ OPS = ("MatMul", "Gemm", "FusedMatMul", "Conv")
 def select(node) -> tuple[str, ...]:
     """MatMul/Gemm/FusedMatMul of float32 (tiles + the native sgemm) or float64 (tiles on numpy's CBLAS), and
     patch-embedding Convs (one GEMM)."""
-    from ..node_facts import conv_2d, dtype, is_patch
     if node.op == "Conv":
         g = conv_2d(node)
         if g is None or not is_patch(g, node):

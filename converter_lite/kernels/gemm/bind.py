@@ -43,8 +43,20 @@ from ...model import pages
 from ..blas import GemmEntry, gemm_entry
 from ..native_call import aligned
 from ..runlist.bind import tag
-from .abi import (FIELDS, FLAG_WIDE, FLOAT_FIELDS, GEMM_TILES_SYMBOL, KIND_DOUBLE, KIND_INT64, NO_TRANS, PACKED, PANEL,
-                  ROW_MAJOR, SGEMM_SYMBOL, TRANS)
+from .abi import (
+    FIELDS,
+    FLAG_WIDE,
+    FLOAT_FIELDS,
+    GEMM_TILES_SYMBOL,
+    KIND_DOUBLE,
+    KIND_INT64,
+    NO_TRANS,
+    PACKED,
+    PANEL,
+    ROW_MAJOR,
+    SGEMM_SYMBOL,
+    TRANS,
+)
 
 RECORD = np.dtype([(name, "<f8" if name in FLOAT_FIELDS else "<i8") for name in FIELDS])
 # multiply-adds (~10 us on one core) below which a product runs on the calling thread: on an idle core a split

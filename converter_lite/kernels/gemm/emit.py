@@ -45,8 +45,20 @@ from ...codegen.internal import constant_table, internal_function, prefetch
 from ...codegen.loops import for_range, loop_id
 from ...codegen.threadpool import BODY_TYPE, declare_pool
 from ...codegen.types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I32, I64, VOID
-from ...codegen.vector import (FP, MASK, VEC, VECP, VL, c64, smin, splat, splat_bool, splat_i32, transpose,
-                               vector_intrinsics)
+from ...codegen.vector import (
+    FP,
+    MASK,
+    VEC,
+    VECP,
+    VL,
+    c64,
+    smin,
+    splat,
+    splat_bool,
+    splat_i32,
+    transpose,
+    vector_intrinsics,
+)
 from .abi import (  # noqa: F401
     FIELDS,
     FLAG_WIDE,

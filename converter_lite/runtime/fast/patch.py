@@ -21,15 +21,14 @@ from __future__ import annotations
 import numpy as np
 
 from ...kernels.gemm.bind import PackedB, gemm_driver, gemm_step
+from ...kernels.node_facts import PATCH_MIN_ROW_BYTES, PATCH_MIN_TAPS
 from ...ops.registry import KernelError
 from ..program import Impl, NodeCtx
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 ALIGN = 64
-# below these the patch copy (runs of kw elements) costs more than fast_conv's im2col tiles save: measured
-# 4x4 and 2x2 patches (Swin, patch merging) ran 1.5-2x slower here, 16x16 (ViT) 10-25% faster on one thread
-MIN_TAPS = 64
-MIN_ROW_BYTES = 64
+# the size rule is the converter's too (it records the GEMM drivers for these Convs): kernels/node_facts.py
+MIN_TAPS, MIN_ROW_BYTES = PATCH_MIN_TAPS, PATCH_MIN_ROW_BYTES
 
 
 def patch_geometry(ctx: NodeCtx) -> tuple[int, int] | None:
