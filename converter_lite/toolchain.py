@@ -24,7 +24,8 @@ def regenerate(graph, num_threads: int) -> dict[str, bytes]:
     from .codegen import build_kernels
     from .passes.select_drivers import recorded_drivers
 
-    kernels = [(n.attrs["kernel_name"], n.attrs["graph"]) for n in graph.nodes if n.op == "GraphKernel"]
+    kernels = [(n.attrs["kernel_name"], n.attrs["graph"]) for g in graph.all_graphs() for n in g.nodes
+               if n.op == "GraphKernel"]
     drivers = recorded_drivers(graph)
     if not kernels and not drivers:
         return {}

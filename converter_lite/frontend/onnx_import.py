@@ -42,15 +42,18 @@ from .legacy import LEGACY, constant_node_value
 from .protos import (
     attribute_value,
     c_array,
+    kind_of_type,
     load_onnx,
     tensor_to_array,
+    value_info_kind,
     value_info_type,
 )
+from .subgraph import CONTROL_FLOW_OPS, Scope, import_control_flow, visible_names
 
 log = logging.getLogger("converter_lite")
 
 # ops the importer resolves itself (they never reach the IR)
-_IMPORTER_OPS = {"Constant", "Upsample", "Scatter", "If"}
+_IMPORTER_OPS = {"Constant", "Upsample", "Scatter"}
 # fold a node with all-constant inputs only if its outputs stay small relative to the inputs
 _FOLD_GROWTH = 4
 _FOLD_SLACK_BYTES = 1 << 16
@@ -127,7 +130,9 @@ class _Emitter:
 
     @staticmethod
     def _foldable(node: Node) -> bool:
-        if not OPS[node.op].deterministic or node.op == "GraphKernel":
+        if not OPS[node.op].deterministic or node.op == "GraphKernel" or node.op in CONTROL_FLOW_OPS:
+            return False
+        if any(not o.type.is_tensor for o in node.outputs):
             return False
         ins = [v for v in node.inputs if v is not None]
         if not all(v.const is not None for v in ins):
@@ -166,9 +171,21 @@ def _since_version(op: str, opset: int) -> int:
         return opset
 
 
+def _all_nodes(graph: onnx.GraphProto):
+    """Every node of ``graph`` and of the sub-graphs of its nodes' attributes, outermost first."""
+    for n in graph.node:
+        yield n
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for g in a.graphs:
+                    yield from _all_nodes(g)
+
+
 def _collect_unsupported(model: onnx.ModelProto) -> list[tuple[str, str]]:
     missing = []
-    for i, n in enumerate(model.graph.node):
+    for i, n in enumerate(_all_nodes(model.graph)):
         dom = n.domain if n.domain not in ("ai.onnx",) else ""
         if dom != "" or (n.op_type not in OPS and n.op_type not in _IMPORTER_OPS):
             label = n.op_type if not dom else f"{dom}::{n.op_type}"
@@ -278,6 +295,11 @@ class _GraphImporter:
             if vi.name in self.env and vi.name not in self.input_shapes:
                 continue     # IR < 4 lists initializers as inputs too: they stay constants
             dtype, dims = value_info_type(vi, self.where)
+            kind = value_info_kind(vi, self.where)
+            if kind != "tensor":                # a sequence or optional input: no shape to fix
+                self.env[vi.name] = v = Value(vi.name, TensorType(dtype, None, kind))
+                self.graph.inputs.append(v)
+                continue
             axes = [i for i, d in enumerate(dims or []) if not isinstance(d, int)]
             if axes:
                 self.dynamic_axes[vi.name] = axes
@@ -307,7 +329,7 @@ class _GraphImporter:
 
     def _toposorted(self, g) -> list:
         """ONNX requires topological order, but not every exporter complies: sort (and detect cycles)."""
-        known = set(self.env)
+        known = visible_names(self.env)
         produced: dict[str, int] = {}
         for i, n in enumerate(g.node):          # SSA: each tensor has one producer
             for o in n.output:
@@ -351,8 +373,16 @@ class _GraphImporter:
                         stack.append((j, False))
         return order
 
-    def _inline_if(self, n, attrs: dict, where: str) -> None:
-        _if_branch(self, n, attrs, where)
+    def child(self, where: str, name: str) -> "_GraphImporter":
+        """An importer for a control-flow body nested in this graph (frontend/subgraph.py): same model and
+        opset, its own graph, a scope that falls back to this one."""
+        child = object.__new__(_GraphImporter)
+        child.proto, child.where, child.opset = self.proto, where, self.opset
+        child.input_shapes, child.dynamic_axes = {}, {}
+        child.graph = Graph(name)
+        child.em = _Emitter(child.graph, where, self.em.fold)
+        child.env = Scope(self.env)
+        return child
 
     def _node(self, n: onnx.NodeProto) -> None:
         name = n.name or fresh_name(n.op_type)
@@ -360,12 +390,21 @@ class _GraphImporter:
         attrs = {}
         for a in n.attribute:
             v = attribute_value(a, where)
-            if isinstance(v, onnx.GraphProto) and n.op_type != "If":
-                raise ConverterError(RET_NOT_FIND_OP, f"{where}: control flow with sub-graphs is not supported")
+            if isinstance(v, onnx.GraphProto) and n.op_type not in CONTROL_FLOW_OPS:
+                raise ConverterError(RET_NOT_FIND_OP, f"{where}: a graph attribute on a {n.op_type} node is not "
+                                                      "supported")
+            if isinstance(v, onnx.TypeProto):
+                if n.op_type == "Optional" and a.name == "type":
+                    kind, dtype = kind_of_type(v, a.name, where)
+                    attrs["elem_kind"], attrs["dtype"] = kind, int(dtype)
+                continue
             if v is not None:
                 attrs[a.name] = v
-        if n.op_type == "If":
-            self._inline_if(n, attrs, where)
+        if n.op_type in CONTROL_FLOW_OPS:
+            outs = import_control_flow(self, n, attrs, name, where)
+            for o, v in zip(n.output, outs or ()):
+                if o:
+                    self.env[o] = v
             return
         if n.op_type == "Constant":
             self.env[n.output[0]] = Value(n.output[0], const=c_array(constant_node_value(attrs)))
@@ -428,22 +467,3 @@ def _check_declared_outputs(g, outputs: list[Value], where: str) -> None:
             declared = [d if d is not None else "?" for d in dims]
             raise ConverterError(RET_INFER_ERR, f"{where}: graph output {vi.name!r} is declared with shape "
                                                 f"{declared}, but it is computed with shape {shape}")
-
-
-def _if_branch(importer: "_GraphImporter", n, attrs: dict, where: str) -> None:
-    """``If`` whose condition is a constant (static shapes make most exported conditions constant): the taken
-    branch's nodes are imported in place; a run-time condition is unsupported (-300)."""
-    cond = importer.env.get(n.input[0])
-    if cond is None or cond.const is None:
-        raise ConverterError(RET_NOT_FIND_OP, f"{where}: If with a condition computed at run time is not "
-                                              "supported (only constant conditions are inlined)")
-    branch = attrs["then_branch"] if bool(np.asarray(cond.const).reshape(-1)[0]) else attrs["else_branch"]
-    for t in branch.initializer:
-        importer.env[t.name] = Value(t.name, const=tensor_to_array(t, where))
-    for node in branch.node:
-        importer._node(node)
-    for out, vi in zip(n.output, branch.output):
-        if out:
-            importer.env[out] = importer.env[vi.name]
-
-

@@ -88,7 +88,9 @@ def attribute_value(a: AttributeProto, where: str):
         return a.g
     if t == AttributeProto.SPARSE_TENSOR:
         return _sparse(a.sparse_tensor, where)
-    return None   # TYPE_PROTO and other rarely used kinds: ignored
+    if t == AttributeProto.TYPE_PROTO:
+        return a.tp             # Optional's ``type``: the importer reads it with kind_of_type
+    return None   # other rarely used kinds: ignored
 
 
 def _sparse(st, where) -> np.ndarray:
@@ -106,8 +108,7 @@ def value_info_type(vi: onnx.ValueInfoProto, where: str):
     """(DType, dims) of a graph input/output; dims hold ints or str/None for dynamic dims."""
     tt = vi.type.tensor_type
     if not vi.type.HasField("tensor_type"):
-        raise ConverterError(RET_GRAPH_FILE_ERR, f"{where}: {vi.name!r} is not a tensor (sequences, maps and "
-                                                 "optionals are not supported)")
+        return kind_of_type(vi.type, vi.name, where)[1], None
     try:
         dtype = DType(tt.elem_type)
     except ValueError:
@@ -124,3 +125,34 @@ def value_info_type(vi: onnx.ValueInfoProto, where: str):
         else:
             dims.append(d.dim_param or None)
     return dtype, dims
+
+
+def kind_of_type(tp: onnx.TypeProto, name: str, where: str) -> tuple[str, DType]:
+    """(kind, element DType) of a tensor, sequence-of-tensor or optional (tensor or sequence) type proto;
+    kinds as ``ir.core.KINDS``.  Maps, sparse tensors and nested sequences are -200."""
+    which = tp.WhichOneof("value")
+    kind, inner = "tensor", tp
+    if which == "optional_type":
+        inner = tp.optional_type.elem_type
+        kind = "optional"
+        which = inner.WhichOneof("value")
+    if which == "sequence_type":
+        inner = inner.sequence_type.elem_type
+        kind = "optional_sequence" if kind == "optional" else "sequence"
+        which = inner.WhichOneof("value")
+    if which != "tensor_type":
+        raise ConverterError(RET_GRAPH_FILE_ERR, f"{where}: {name!r} has type {which or 'none'} inside a "
+                                                 f"{kind}; only tensors, sequences of tensors and optionals of "
+                                                 "those are supported")
+    try:
+        return kind, DType(inner.tensor_type.elem_type)
+    except ValueError:
+        raise ConverterError(RET_GRAPH_FILE_ERR, f"{where}: {name!r} has unsupported element type "
+                                                 f"{inner.tensor_type.elem_type}") from None
+
+
+def value_info_kind(vi: onnx.ValueInfoProto, where: str) -> str:
+    """The kind (``ir.core.KINDS``) of a graph input/output."""
+    if vi.type.HasField("tensor_type"):
+        return "tensor"
+    return kind_of_type(vi.type, vi.name, where)[0]

@@ -1,13 +1,17 @@
 """The graph IR: typed SSA values, nodes with typed attributes, graphs.
 
 * ``TensorType`` is a dtype plus a static shape (every dim a non-negative int; the importer fixes dynamic
-  dims before anything else sees the graph).
+  dims before anything else sees the graph).  Its ``kind`` says what the value is at run time: a tensor, a
+  sequence of tensors of that dtype (a Python list), an optional tensor or sequence (the value or None);
+  values of the other kinds have no shape, so every pass treats them like dynamic tensors.
 * ``Value`` is produced by exactly one node, or is a graph input, or is a constant (``value.const`` holds
   its numpy data).  ``value.uses`` lists ``(node, input_index)`` pairs and is kept up to date by ``Node``.
 * ``Node.op`` names the operation.  Op semantics are those of the newest ONNX opset for that op type (the
   importer upgrades older forms), plus the converter's own ops (``GraphKernel`` and friends) registered in
   ``converter_lite.ops``.  Attributes are plain typed Python values: int, float, str, tuple of those,
-  numpy arrays, or a nested ``Graph`` (fused kernels).
+  numpy arrays, or a nested ``Graph``: a fused kernel's sub-graph, or a control-flow body (If/Loop/Scan/
+  SequenceMap, see ``Graph.bodies``).  A body reads outer values only through its node's inputs (the importer
+  makes every outer-scope reference an explicit input), so each body is a self-contained graph.
 * ``Graph.nodes`` is kept in topological order.
 """
 from __future__ import annotations
@@ -27,10 +31,15 @@ class TensorType:
     kernels and never fused; everything else in the IR is static."""
     dtype: DType
     shape: tuple[int, ...] | None
+    kind: str = "tensor"        # one of KINDS
 
     @property
     def is_static(self) -> bool:
         return self.shape is not None
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind == "tensor"
 
     @property
     def rank(self) -> int:
@@ -50,6 +59,8 @@ class TensorType:
         return self.size * self.dtype.itemsize
 
     def __str__(self) -> str:
+        if self.kind != "tensor":
+            return f"{self.kind}({self.dtype.short})"
         if self.shape is None:
             return f"{self.dtype.short}[?]"
         return f"{self.dtype.short}[{','.join(map(str, self.shape))}]"
@@ -57,6 +68,14 @@ class TensorType:
     @staticmethod
     def of(array: np.ndarray) -> "TensorType":
         return TensorType(DType.from_np(array.dtype), tuple(int(d) for d in array.shape))
+
+
+# run-time kinds of values: a tensor (ndarray), a sequence (list of ndarrays), an optional tensor/sequence
+KINDS = ("tensor", "sequence", "optional", "optional_sequence")
+
+
+def sequence_of(dtype: DType) -> TensorType:
+    return TensorType(dtype, None, "sequence")
 
 
 class Value:
@@ -160,6 +179,20 @@ class Graph:
         out = list(self.inputs) + self.constants()
         for n in self.nodes:
             out.extend(n.outputs)
+        return out
+
+    def bodies(self) -> list["Graph"]:
+        """The control-flow bodies of this graph's nodes (If branches, Loop/Scan/SequenceMap bodies), not nested
+        further and not fused kernels' sub-graphs."""
+        return [a for n in self.nodes if n.op != "GraphKernel" for a in n.attrs.values() if isinstance(a, Graph)]
+
+    def all_graphs(self) -> list["Graph"]:
+        """This graph and every control-flow body below it, outermost first."""
+        out, todo = [], [self]
+        while todo:
+            g = todo.pop(0)
+            out.append(g)
+            todo.extend(g.bodies())
         return out
 
     def op_counts(self) -> dict[str, int]:

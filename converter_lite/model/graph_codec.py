@@ -3,7 +3,8 @@
 Encoding (one dict per graph, sub-graphs of fused kernels nested in their node's attrs)::
 
     {"name": str, "metadata": {str: str},
-     "values": [{"name": str, "type": [dtype_code, [d0, ...]] | null, "const": <tensor ref>?}, ...],
+     "values": [{"name": str, "type": [dtype_code, [d0, ...] | null, kind?] | null, "const": <tensor ref>?},
+                ...],   (kind: "sequence"/"optional"/"optional_sequence"; absent for a tensor)
      "inputs": [value index, ...], "outputs": [value index, ...],
      "nodes": [{"op": str, "name": str, "inputs": [value index | null], "outputs": [value index],
                 "attrs": {key: <attr>}}, ...]}
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ir.core import Graph, Node, TensorType, Value
+from ..ir.core import KINDS, Graph, Node, TensorType, Value
 from ..ir.dtype import DType
 
 ALIGN = 64
@@ -129,7 +130,8 @@ def encode_graph(graph: Graph, weights: WeightsWriter) -> dict:
 def _encode_type(t: TensorType | None) -> list | None:
     if t is None:
         return None
-    return [int(t.dtype), None if t.shape is None else [int(d) for d in t.shape]]
+    enc = [int(t.dtype), None if t.shape is None else [int(d) for d in t.shape]]
+    return enc if t.kind == "tensor" else enc + [t.kind]
 
 
 def _encode_attr(a: Any, weights: WeightsWriter) -> Any:
@@ -171,7 +173,10 @@ def _decode_graph(obj: dict, blob, blob_size: int) -> Graph:
         const = read_tensor(entry["const"], blob, blob_size) if "const" in entry else None
         t = entry["type"]
         vtype = None if t is None else TensorType(DType(int(t[0])),
-                                                  None if t[1] is None else tuple(int(d) for d in t[1]))
+                                                  None if t[1] is None else tuple(int(d) for d in t[1]),
+                                                  str(t[2]) if len(t) > 2 else "tensor")
+        if vtype is not None and vtype.kind not in KINDS:
+            raise CodecError(f"value {entry['name']!r} has unknown kind {vtype.kind!r}")
         values.append(Value(str(entry["name"]), vtype, const))
 
     def get(i: int | None) -> Value | None:

@@ -10,3 +10,4 @@ from . import tensor_index, tensor_create, tensor_pad  # noqa: F401  (more tenso
 from . import quantize, qlinear, random_ops, signal_ops, rnn, detection, rotary  # noqa: F401
 from . import attention, cumprod, bitcast, unique, swiglu, max_unpool, deform_conv, strings, tfidf  # noqa: F401
 from . import fused_ops  # noqa: E402,F401  (ops created by the named pattern fusions)
+from . import control_flow, sequence  # noqa: E402,F401  (If/Loop/Scan/SequenceMap, sequences and optionals)

@@ -170,7 +170,14 @@ UNARY_NUMERIC: dict[str, Callable[[Array, dict], Array]] = {
     "Not": lambda x, a: np.logical_not(x),
 }
 for _name, _fn in UNARY_NUMERIC.items():
-    reference(_name, kind=OpKind.ELEMWISE, infer=infer_same)(_native(_fn))
+    if _name != "Identity":
+        reference(_name, kind=OpKind.ELEMWISE, infer=infer_same)(_native(_fn))
+
+
+@reference("Identity", kind=OpKind.ELEMWISE, infer=infer_same)
+def identity(attrs, x):
+    """Any kind: a tensor, a sequence (list) or an optional (None) passes through."""
+    return (x,) if x is None or isinstance(x, list) else x
 
 
 def _infer_bool_same(node: Node) -> list[TensorType]:

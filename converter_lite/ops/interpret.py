@@ -14,7 +14,8 @@ def eval_graph(graph: Graph, feeds: dict[str, np.ndarray] | list[np.ndarray]) ->
         feeds = {v.name: a for v, a in zip(graph.inputs, feeds)}
     env: dict[int, np.ndarray] = {}
     for v in graph.inputs:
-        env[id(v)] = np.asarray(feeds[v.name])
+        a = feeds[v.name]
+        env[id(v)] = a if a is None or isinstance(a, list) else np.asarray(a)
 
     def get(v):
         if v is None:
@@ -26,7 +27,7 @@ def eval_graph(graph: Graph, feeds: dict[str, np.ndarray] | list[np.ndarray]) ->
     for node in graph.nodes:
         outs = evaluate_node(node, [get(v) for v in node.inputs])
         for o, a in zip(node.outputs, outs):
-            if o.type is not None and a.dtype != o.type.dtype.np:
+            if o.type is not None and isinstance(a, np.ndarray) and a.dtype != o.type.dtype.np:
                 a = a.astype(o.type.dtype.np)
             env[id(o)] = a
     return [get(v) for v in graph.outputs]

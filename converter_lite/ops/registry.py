@@ -44,6 +44,9 @@ class OpDef:
     deterministic: bool = True
     # indices of inputs that must be constants for static shapes (Reshape's shape, Slice's starts, ...)
     static_inputs: tuple[int, ...] = ()
+    # True when ``infer`` handles inputs of unknown shape and non-tensor kinds itself (control flow,
+    # sequences, optionals); other ops' outputs become dynamic tensors when an input is dynamic
+    any_shape: bool = False
 
 
 OPS: dict[str, OpDef] = {}
@@ -58,8 +61,8 @@ class DynamicShapeError(KernelError):
 
 
 def _op_def(name: str, fn: Callable, kind: OpKind = OpKind.OPAQUE, infer: Callable | None = None,
-            deterministic: bool = True, static_inputs: tuple[int, ...] = ()) -> OpDef:
-    return OpDef(name, fn, kind, infer, deterministic, static_inputs)
+            deterministic: bool = True, static_inputs: tuple[int, ...] = (), any_shape: bool = False) -> OpDef:
+    return OpDef(name, fn, kind, infer, deterministic, static_inputs, any_shape)
 
 
 # ``@reference(*names, kind=..., infer=..., deterministic=..., static_inputs=...)``: registers ``fn`` as the
@@ -83,7 +86,8 @@ def evaluate(op: str, attrs: dict, inputs: list, n_outputs: int = 1) -> list[np.
         out = list(out)[:n_outputs]
     else:
         out = [out]
-    return [np.asarray(o) for o in out]
+    # a list is a sequence value and None an empty optional (ops/sequence.py); anything else is a tensor
+    return [o if o is None or isinstance(o, list) else np.asarray(o) for o in out]
 
 
 def evaluate_node(node: Node, inputs: list) -> list[np.ndarray]:
@@ -96,6 +100,8 @@ def evaluate_node(node: Node, inputs: list) -> list[np.ndarray]:
 def infer_types(node: Node) -> list[TensorType]:
     """Output types of ``node`` from its input types (and constant inputs)."""
     d = OPS[node.op]
+    if d.any_shape:
+        return d.infer(node)
     if any(v is not None and v.type.shape is None for v in node.inputs):
         raise DynamicShapeError(f"{node.op} node {node.name!r} has an input of dynamic shape")
     for i in d.static_inputs:
@@ -221,6 +227,9 @@ _DTYPE_RULES: dict[str, Callable[[Node], list[DType]]] = {
 
 def infer_dynamic(node: Node) -> list[TensorType]:
     """Output types with unknown shapes (``shape=None``) for a node whose shapes depend on run-time data."""
+    if node.op == "Identity":               # passes any kind through
+        return [node.inputs[0].type if not node.inputs[0].type.is_tensor else TensorType(node.inputs[0].type.dtype,
+                                                                                             None)]
     rule = _DTYPE_RULES.get(node.op)
     if rule is not None:
         dtypes = rule(node)

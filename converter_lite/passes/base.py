@@ -33,6 +33,9 @@ class PassContext:
 
 class Pass:
     name: ClassVar[str] = "unnamed"
+    # False: the manager runs the pass on the main graph and on every control-flow body, each on its own
+    # (Graph.all_graphs); True: once, on the main graph, and the pass walks the bodies itself (the build)
+    whole_model: ClassVar[bool] = False
 
     def run(self, graph: Graph, ctx: PassContext) -> bool:
         raise NotImplementedError

@@ -2,7 +2,8 @@
 
 1. Record on every node the hand-written drivers it may run on (select_drivers.py) and on every fused kernel
    a convolution driver computes in its epilogue, the Conv it folds into (conv_epilogue.py); collect the
-   GraphKernel nodes (in graph order, nested none).  A graph with none still gets a shared object when some node
+   GraphKernel nodes of the main graph and of every control-flow body (one shared object for the model; a
+   kernel name taken by an outer graph gets a suffix).  A graph with none still gets a shared object when some node
    recorded a driver.
 2. Kernels the code generator cannot lower (an op without an emitter) stay interpreted; each is logged with
    the op at fault.
@@ -26,16 +27,18 @@ from .select_drivers import recorded_drivers, select_drivers
 @register_pass
 class GraphKernelBuild(Pass):
     name = "graph_kernel_build"
+    whole_model = True
 
     def run(self, graph: Graph, ctx: PassContext) -> bool:
         from .. import codegen  # llvmlite is loaded only when a model is actually built
 
-        kernels = [n for n in graph.nodes if n.op == "GraphKernel"]
+        graphs = graph.all_graphs()
+        kernels = _unique_kernel_names([n for g in graphs for n in g.nodes if n.op == "GraphKernel"])
         # a model without fused kernels still gets a shared object for its heavy ops' drivers (kernels/)
-        drivers = bool(select_drivers(graph))
+        drivers = any([bool(select_drivers(g)) for g in graphs])
         if not kernels and not drivers:
             return False
-        ctx.count("graph_kernel_build/conv_epilogues", assign_conv_epilogues(graph))
+        ctx.count("graph_kernel_build/conv_epilogues", sum(assign_conv_epilogues(g) for g in graphs))
         cfg = ctx.config
         target = {"cpu_arch": cfg.cpu_arch, "cpu_type": cfg.cpu_type, "cpu_feature": cfg.cpu_feature}
         todo = []
@@ -68,6 +71,19 @@ class GraphKernelBuild(Pass):
                     ctx.record(f"{name}.ll", ll)
                     ctx.record(f"{name}.s", asm)
         return False    # the graph itself is unchanged; the native code rides along in ctx.artifacts
+
+
+def _unique_kernel_names(kernels: list) -> list:
+    """Gives every kernel a symbol of its own: bodies name their kernels independently of the main graph."""
+    taken: set[str] = set()
+    for node in kernels:
+        name, k = node.attrs["kernel_name"], 1
+        while name in taken:
+            name = f"{node.attrs['kernel_name']}_b{k}"
+            k += 1
+        taken.add(name)
+        node.attrs["kernel_name"] = name
+    return kernels
 
 
 def _kernel_text(codegen, graph, target, name, cfg) -> tuple[str, str]:

@@ -1,6 +1,7 @@
 """``--fp16=on``: store float32 weights as float16 in the ``.ms`` (MindSpore's converter flag).
 
-Every float32 constant of at least ``MIN_ELEMENTS`` elements used by a main-graph node becomes a float16
+Every float32 constant of at least ``MIN_ELEMENTS`` elements used by a node (of the main graph or of a
+control-flow body) becomes a float16
 constant followed by ``Cast(to=float32)``.  The runtime evaluates constant-only nodes once at load, so runs
 compute in float32 as before; only the stored weights (and so their precision) shrink by half.
 """
@@ -16,7 +17,11 @@ MIN_ELEMENTS = 64
 
 
 def store_weights_as_fp16(graph: Graph) -> int:
-    """Rewrites ``graph`` in place; returns how many constants were converted."""
+    """Rewrites ``graph`` and its bodies in place; returns how many constants were converted."""
+    return sum(_in_graph(g) for g in graph.all_graphs())
+
+
+def _in_graph(graph: Graph) -> int:
     casts: list[Node] = []
     replaced: dict[int, Value] = {}
     for node in list(graph.nodes):

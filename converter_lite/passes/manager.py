@@ -135,7 +135,10 @@ class PassManager:
                 continue
             start = time.perf_counter()
             try:
-                changed = bool(cls().run(graph, ctx))
+                graphs = [graph] if cls.whole_model else graph.all_graphs()
+                changed = False
+                for g in graphs:                       # each control-flow body optimized on its own
+                    changed |= bool(cls().run(g, ctx))
             except ConverterError:
                 raise
             except Exception as e:

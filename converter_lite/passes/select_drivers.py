@@ -33,10 +33,11 @@ def select_drivers(graph: Graph) -> set[str]:
 
 
 def recorded_drivers(graph: Graph) -> list[str]:
-    """The drivers a converted graph's native code links: those its nodes recorded, plus ``ALWAYS`` when there
-    are any native kernels or drivers at all."""
-    used = set(_recorded(graph))
-    if used or any(n.op == "GraphKernel" for n in graph.nodes):
+    """The drivers a converted graph's native code links: those its nodes (and its bodies' nodes) recorded,
+    plus ``ALWAYS`` when there are any native kernels or drivers at all."""
+    graphs = graph.all_graphs()                 # control-flow bodies link into the same shared object
+    used = {d for g in graphs for d in _recorded(g)}
+    if used or any(n.op == "GraphKernel" for g in graphs for n in g.nodes):
         used |= set(ALWAYS)
     return sorted(used)
 

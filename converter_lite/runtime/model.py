@@ -76,7 +76,7 @@ class Model:
                                           for k in self.plan.kernels]
         self._inputs = {name: (i, t) for i, (name, t) in enumerate(zip(self.input_names, self.input_types))}
         # (name, dtype, shape) per input for the fast feed check; string inputs always take the full one
-        self._expect = None if any(t.dtype is DType.string for t in self.input_types) else \
+        self._expect = None if any(t.dtype is DType.string or not t.is_static for t in self.input_types) else \
             [(n, np.dtype(t.dtype.np), tuple(t.shape)) for n, t in zip(self.input_names, self.input_types)]
         self._reshaper = Reshaper.of(loaded, {v.name: v.type.shape for v in loaded.graph.inputs},
                                      lambda p: Model(load_model(p), num_threads, native, adaptive_threads,
@@ -155,8 +155,9 @@ class Model:
             inputs.append(a)
         return inputs
 
-    def _outputs(self, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
-        return {name: a if a.flags.writeable else a.copy() for name, a in zip(self.output_names, arrays)}
+    def _outputs(self, arrays: list) -> dict[str, Any]:
+        return {name: a if not isinstance(a, np.ndarray) or a.flags.writeable else a.copy()
+                for name, a in zip(self.output_names, arrays)}
 
     def check_feeds(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
         """Validates ``feeds`` and returns the arrays in graph-input order (see ``run``)."""
@@ -169,7 +170,7 @@ class Model:
         for name, (_, t) in self._inputs.items():
             if name not in feeds:
                 raise _bad(f"missing input {name!r} ({t}); the model's inputs are {self._describe_inputs()}")
-            inputs.append(_check_array(name, feeds[name], t))
+            inputs.append(_check_value(name, feeds[name], t))
         return inputs
 
     def _describe_inputs(self) -> str:
@@ -210,6 +211,22 @@ def _bad(message: str) -> ConverterError:
     return ConverterError(RET_INPUT_PARAM_INVALID, message)
 
 
+def _check_value(name: str, value: Any, t: TensorType):
+    """A feed checked against the input's type: an ndarray for a tensor, a list of ndarrays for a sequence,
+    either of those or None for an optional."""
+    kind = t.kind
+    if kind.startswith("optional"):
+        if value is None:
+            return None
+        kind = kind[len("optional_"):] if kind != "optional" else "tensor"
+    if kind == "sequence":
+        if not isinstance(value, (list, tuple)):
+            raise _bad(f"input {name!r}: expected a sequence ({t}): a list of arrays, got {type(value).__name__}")
+        elem = TensorType(t.dtype, None)
+        return [_check_array(f"{name}[{i}]", a, elem) for i, a in enumerate(value)]
+    return _check_array(name, value, t)
+
+
 def _check_array(name: str, value: Any, t: TensorType) -> np.ndarray:
     expected = t.dtype.np
     if not isinstance(value, np.ndarray):
@@ -225,7 +242,7 @@ def _check_array(name: str, value: Any, t: TensorType) -> np.ndarray:
     if not ok:
         raise _bad(f"input {name!r}: expected dtype {t.dtype.name} ({t}), got {value.dtype} "
                    f"{list(value.shape)}")
-    if value.shape != t.shape:
+    if t.shape is not None and value.shape != t.shape:
         raise _bad(f"input {name!r}: expected shape {list(t.shape)} ({t}), got {list(value.shape)} "
                    "(shapes are fixed at conversion; re-convert with --inputShape to change them)")
     return value

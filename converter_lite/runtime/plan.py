@@ -74,7 +74,10 @@ class Plan:
         from .fast.table import FAST
         self.graph = graph
         self.num_threads = num_threads
-        self.program: Program = lower(graph, resolve, FAST if fast else {}, num_threads)
+        from .control_flow import control_flow_impl
+        self.program: Program = lower(graph, resolve, FAST if fast else {}, num_threads,
+                                      lambda node: control_flow_impl(
+                                          node, lambda body: Plan(body, resolve, num_threads, fast, adaptive=False)))
         self.memory = plan_memory(self.program)
         self.kernels: list[KernelEntry] = self.program.kernels
         self.steps = [Step(s.node, s.impl.native, s.kernel, s.inputs, s.outputs) for s in self.program.steps]
@@ -160,7 +163,7 @@ class Executor:
                 off = mem.offsets[r] + prog.root_offset(vid)
                 arrays[vid] = self.arena[off:off + v.nbytes].view(v.dtype).reshape(v.shape)
         self.arrays = arrays
-        self.dtypes = [v.dtype for v in prog.values]
+        self.dtypes = [v.dtype if v.kind == "tensor" else None for v in prog.values]
         self.env: list = [None] * len(prog.values)
         self.has_dynamic = any(a is None for a in arrays)
         self.inputs = [(arrays[v], v) for v in prog.inputs]
@@ -244,7 +247,7 @@ class Executor:
             raise
         except Exception as e:
             raise self._step_error(k if first is None else first[k], e) from e
-        out = [arr.copy() if arr is not None else np.array(env[vid], copy=True) for arr, vid in self.outputs]
+        out = [arr.copy() if arr is not None else _fresh(env[vid]) for arr, vid in self.outputs]
         if self.has_dynamic:
             env[:] = [None] * len(env)
         return out
@@ -271,6 +274,16 @@ def product_work(node: Node) -> float:
         return float("inf")
 
 
+def _fresh(value):
+    """A run's output the caller owns: an array copy, a list of copies for a sequence, None for an empty
+    optional."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [np.array(a, copy=True) for a in value]
+    return np.array(value, copy=True)
+
+
 def _aligned(nbytes: int) -> np.ndarray:
     raw = np.empty(nbytes + ALIGN, np.uint8)
     skip = (-raw.ctypes.data) % ALIGN
@@ -293,6 +306,9 @@ def _generic(st, ins: list, outs: list, env: list, dtypes: list):
         if len(res) < n:
             raise ValueError(f"kernel produced {len(res)} outputs, expected {n}")
         for (arr, vid, dt), r in zip(specs, res):
+            if arr is None and (r is None or isinstance(r, list)):
+                env[vid] = r                           # a sequence or an empty optional
+                continue
             if arr is None:
                 r = np.asarray(r)
                 if dt is not None and dt.kind not in "OUS" and r.dtype != dt:

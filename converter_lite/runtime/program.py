@@ -43,6 +43,7 @@ class PValue:
     base: int | None = None           # a view of this value ...
     offset: int = 0                   # ... starting this many bytes into it
     tail: int = 0                     # bytes reserved right after a buffer for one reader's use (see NodeCtx)
+    kind: str = "tensor"              # ir.core.KINDS: sequences and optionals are always dynamic
 
     @property
     def nbytes(self) -> int:
@@ -50,7 +51,8 @@ class PValue:
 
     @property
     def dynamic(self) -> bool:
-        return self.const is None and (self.shape is None or self.dtype is None or self.dtype.kind in "OUS")
+        return self.const is None and (self.shape is None or self.dtype is None or self.dtype.kind in "OUS"
+                                       or self.kind != "tensor")
 
 
 @dataclass
@@ -185,20 +187,27 @@ class NodeCtx:
 Factory = Callable[[NodeCtx], "Impl | ViewOf | None"]
 
 
-def lower(graph: Graph, resolve=None, fast: dict[str, Factory] | None = None, num_threads: int = 1) -> Program:
-    """The program of ``graph`` (see the module doc)."""
+def lower(graph: Graph, resolve=None, fast: dict[str, Factory] | None = None, num_threads: int = 1,
+          control_flow: Callable[[Node], Impl] | None = None) -> Program:
+    """The program of ``graph`` (see the module doc); ``control_flow(node)`` makes the step of an If/Loop/Scan/
+    SequenceMap node (runtime/control_flow.py, with plans for its bodies), else they run the reference
+    kernels (bodies interpreted)."""
     prog = Program()
     ids: dict[int, int] = {}
     for v in graph.inputs:
-        ids[id(v)] = prog.add(PValue(v.name, _shape(v), _dtype(v)))
+        ids[id(v)] = prog.add(_pvalue(v))
     prog.inputs = [ids[id(v)] for v in graph.inputs]
-    lw = _Lowerer(prog, ids, resolve, fast or {}, num_threads)
+    lw = _Lowerer(prog, ids, resolve, fast or {}, num_threads, control_flow)
     for v in [i for n in graph.nodes for i in n.inputs] + list(graph.outputs):
         lw.uses[id(v)] = lw.uses.get(id(v), 0) + 1
     lw.nodes(graph.nodes, None)
     prog.outputs = [_vid(prog, ids, v) for v in graph.outputs]
     _drop_dead_steps(prog)
     return prog
+
+
+def _pvalue(v: Value) -> PValue:
+    return PValue(v.name, _shape(v), _dtype(v), kind=v.type.kind if v.type is not None else "tensor")
 
 
 def _shape(v: Value):
@@ -222,8 +231,9 @@ def _vid(prog: Program, ids: dict, v: Value | None) -> int | None:
 
 
 class _Lowerer:
-    def __init__(self, prog, ids, resolve, fast, num_threads):
+    def __init__(self, prog, ids, resolve, fast, num_threads, control_flow=None):
         self.prog, self.ids, self.resolve, self.fast, self.num_threads = prog, ids, resolve, fast, num_threads
+        self.control_flow = control_flow
         self.uses: dict[int, int] = {}             # top-level Value id -> readers (nodes and graph outputs)
 
     def nodes(self, nodes: list[Node], kernel: int | None) -> None:
@@ -250,6 +260,9 @@ class _Lowerer:
             self._step(node, ins, kernel, _native_impl(fn))
             return
         outs = [self._new(o) for o in node.outputs]
+        if self.control_flow is not None and any(isinstance(a, Graph) for a in node.attrs.values()):
+            self._step(node, ins, kernel, self.control_flow(node), outs)
+            return
         ctx = NodeCtx(prog, node, ins, outs, self.num_threads, getattr(self.resolve, "library", None))
         impl = None
         static = all(vid is None or not prog.values[vid].dynamic for vid in ins + outs)
@@ -295,7 +308,7 @@ class _Lowerer:
         return True
 
     def _new(self, v: Value) -> int:
-        vid = self.ids[id(v)] = self.prog.add(PValue(v.name, _shape(v), _dtype(v)))
+        vid = self.ids[id(v)] = self.prog.add(_pvalue(v))
         return vid
 
     def _step(self, node: Node, ins: list, kernel: int, impl: Impl, outs: list | None = None) -> None:
@@ -329,6 +342,9 @@ class _Lowerer:
         op = OPS.get(node.op)
         if node.op != "GraphKernel" and (op is None or not op.deterministic):
             return False
+        if any(o.type is not None and not o.type.is_tensor for o in node.outputs) or \
+                (node.op != "GraphKernel" and any(isinstance(a, Graph) for a in node.attrs.values())):
+            return False                               # sequences/optionals, and loops, run at run time
         if any(v is not None and self.prog.values[v].const is None for v in ins) or not node.outputs:
             return False
         if not any(v is not None for v in ins):

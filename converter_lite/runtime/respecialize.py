@@ -67,6 +67,8 @@ class Reshaper:
         converted shapes, or differ in a way only ``check_feeds`` should report)."""
         shapes, differs = {}, False
         for name, declared in self.declared.items():
+            if declared is None:                       # a sequence or optional: nothing to specialize
+                continue
             shape = getattr(feeds.get(name), "shape", None) if isinstance(feeds, Mapping) else None
             if shape is None:
                 return None

@@ -61,6 +61,9 @@ def static_shape_value(node: Node) -> np.ndarray | None:
 def _fold(node: Node) -> list[np.ndarray] | None:
     if not is_deterministic(node):
         return None
+    if any(o.type is not None and not o.type.is_tensor for o in node.outputs) or \
+            (node.op != "GraphKernel" and any(isinstance(a, Graph) for a in node.attrs.values())):
+        return None             # sequences and optionals are run-time values; loops run at run time
     inputs = [None if v is None else v.const for v in node.inputs]
     in_bytes = sum(a.nbytes for a in inputs if a is not None)
     out_bytes = sum(o.type.nbytes for o in node.outputs if o.type is not None and o.type.is_static)
