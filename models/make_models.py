@@ -8,6 +8,11 @@
                           projection, residual + LayerNorm, GELU MLP, residual + LayerNorm
 * conv_net.onnx           Conv+BatchNorm+Relu blocks with residual adds, global pooling and a Gemm head
 * legacy_opset9.onnx      a small conv/fc net exported at opset 9 (old BatchNorm, Softmax, Upsample forms)
+* vad_streaming.onnx      a streaming voice-activity detector shaped like the pretrained ones: an If on the
+                          sample-rate input picks one of two branches (conv front end, LSTM step with the state
+                          carried between calls, sigmoid head); inputs input[1,512], state[2,1,64], sr (int64)
+* greedy_decoder.onnx     a scripted greedy decoder: a Loop with a data-dependent condition (stop at the end
+                          token) carrying the token and hidden state, the tokens as its scan output
 """
 from __future__ import annotations
 
@@ -202,10 +207,101 @@ def legacy_opset9(rng):
     return _model(g, opset=9, ir_version=4)
 
 
+def _vad_branch(rng, name: str, kernel: int, stride: int, hidden: int = 64):
+    """One sample rate's branch: conv front end -> mean over time -> LSTM step -> sigmoid head."""
+    p = name
+    inits = [_init(rng, f"{p}_w1", [32, 1, kernel]), _init(rng, f"{p}_b1", [32]),
+             _init(rng, f"{p}_w2", [32, 32, 3]), _init(rng, f"{p}_b2", [32]),
+             _init(rng, f"{p}_w3", [hidden, 32, 3]), _init(rng, f"{p}_b3", [hidden]),
+             _init(rng, f"{p}_W", [1, 4 * hidden, hidden]), _init(rng, f"{p}_R", [1, 4 * hidden, hidden]),
+             _init(rng, f"{p}_B", [1, 8 * hidden]), _init(rng, f"{p}_wo", [hidden, 1], 0.5),
+             _init(rng, f"{p}_bo", [1]),
+             onh.from_array(np.array([1, 1, 512], np.int64), f"{p}_shape"),
+             onh.from_array(np.array([1, 1, hidden], np.int64), f"{p}_seq_shape"),
+             onh.from_array(np.array([1], np.int64), f"{p}_one"), onh.from_array(np.array([2], np.int64), f"{p}_two"),
+             onh.from_array(np.array([0], np.int64), f"{p}_zero")]
+    n = [oh.make_node("Reshape", ["input", f"{p}_shape"], [f"{p}_x"]),
+         oh.make_node("Conv", [f"{p}_x", f"{p}_w1", f"{p}_b1"], [f"{p}_c1"], strides=[stride]),
+         oh.make_node("Relu", [f"{p}_c1"], [f"{p}_r1"]),
+         oh.make_node("Conv", [f"{p}_r1", f"{p}_w2", f"{p}_b2"], [f"{p}_c2"], pads=[1, 1]),
+         oh.make_node("Relu", [f"{p}_c2"], [f"{p}_r2"]),
+         oh.make_node("Conv", [f"{p}_r2", f"{p}_w3", f"{p}_b3"], [f"{p}_c3"], strides=[2], pads=[1, 1]),
+         oh.make_node("Relu", [f"{p}_c3"], [f"{p}_r3"]),
+         oh.make_node("ReduceMean", [f"{p}_r3"], [f"{p}_m"], axes=[2], keepdims=0),
+         oh.make_node("Reshape", [f"{p}_m", f"{p}_seq_shape"], [f"{p}_seq"]),
+         oh.make_node("Slice", ["state", f"{p}_zero", f"{p}_one", f"{p}_zero"], [f"{p}_h0"]),
+         oh.make_node("Slice", ["state", f"{p}_one", f"{p}_two", f"{p}_zero"], [f"{p}_c0"]),
+         oh.make_node("LSTM", [f"{p}_seq", f"{p}_W", f"{p}_R", f"{p}_B", "", f"{p}_h0", f"{p}_c0"],
+                      ["", f"{p}_hn", f"{p}_cn"], hidden_size=hidden),
+         oh.make_node("Concat", [f"{p}_hn", f"{p}_cn"], [f"{p}_state"], axis=0),
+         oh.make_node("Squeeze", [f"{p}_hn", f"{p}_zero"], [f"{p}_h"]),
+         oh.make_node("Relu", [f"{p}_h"], [f"{p}_hr"]),
+         oh.make_node("MatMul", [f"{p}_hr", f"{p}_wo"], [f"{p}_logit"]),
+         oh.make_node("Add", [f"{p}_logit", f"{p}_bo"], [f"{p}_logit_b"]),
+         oh.make_node("Sigmoid", [f"{p}_logit_b"], [f"{p}_out"])]
+    outs = [oh.make_tensor_value_info(f"{p}_out", F32, [1, 1]),
+            oh.make_tensor_value_info(f"{p}_state", F32, [2, 1, hidden])]
+    return oh.make_graph(n, f"{name}_branch", [], outs, initializer=inits)
+
+
+def vad_streaming(rng, hidden: int = 64):
+    then_g = _vad_branch(rng, "sr16k", kernel=16, stride=8, hidden=hidden)
+    else_g = _vad_branch(rng, "sr8k", kernel=8, stride=4, hidden=hidden)
+    nodes = [oh.make_node("Equal", ["sr", "sr_16k"], ["is_16k"]),
+             oh.make_node("If", ["is_16k"], ["output", "stateN"], then_branch=then_g, else_branch=else_g)]
+    g = oh.make_graph(nodes, "vad_streaming",
+                      [oh.make_tensor_value_info("input", F32, [1, 512]),
+                       oh.make_tensor_value_info("state", F32, [2, 1, hidden]),
+                       oh.make_tensor_value_info("sr", TP.INT64, [])],
+                      [oh.make_tensor_value_info("output", F32, [1, 1]),
+                       oh.make_tensor_value_info("stateN", F32, [2, 1, hidden])],
+                      initializer=[onh.from_array(np.array(16000, np.int64), "sr_16k")])
+    return _model(g, opset=17)
+
+
+def greedy_decoder(rng, vocab: int = 50, hidden: int = 64, eos: int = 0):
+    """tokens = greedy decoding from ``start`` for at most ``max_len`` steps, stopping after ``eos``."""
+    inits = [_init(rng, "emb", [vocab, hidden], 1.0), _init(rng, "wx", [hidden, hidden], 0.3),
+             _init(rng, "wh", [hidden, hidden], 0.3), _init(rng, "bh", [hidden]),
+             _init(rng, "wo", [hidden, vocab], 1.0), _init(rng, "bo", [vocab]),
+             onh.from_array(np.array([eos], np.int64), "eos"), onh.from_array(np.array(True), "true")]
+    body_nodes = [oh.make_node("Gather", ["emb", "tok_in"], ["e"], axis=0),
+                  oh.make_node("MatMul", ["e", "wx"], ["ex"]),
+                  oh.make_node("MatMul", ["h_in", "wh"], ["hh"]),
+                  oh.make_node("Add", ["ex", "hh"], ["s1"]),
+                  oh.make_node("Add", ["s1", "bh"], ["s2"]),
+                  oh.make_node("Tanh", ["s2"], ["h_out"]),
+                  oh.make_node("MatMul", ["h_out", "wo"], ["lo"]),
+                  oh.make_node("Add", ["lo", "bo"], ["logits"]),
+                  oh.make_node("ArgMax", ["logits"], ["tok_out"], axis=1, keepdims=0),
+                  oh.make_node("Equal", ["tok_out", "eos"], ["is_eos"]),
+                  oh.make_node("Not", ["is_eos"], ["go"]),
+                  oh.make_node("Squeeze", ["go"], ["cond_out"]),
+                  oh.make_node("Identity", ["tok_out"], ["tok_scan"])]
+    body = oh.make_graph(body_nodes, "decode_step",
+                         [oh.make_tensor_value_info("i", TP.INT64, []), oh.make_tensor_value_info("cond", TP.BOOL, []),
+                          oh.make_tensor_value_info("tok_in", TP.INT64, [1]),
+                          oh.make_tensor_value_info("h_in", F32, [1, hidden])],
+                         [oh.make_tensor_value_info("cond_out", TP.BOOL, []),
+                          oh.make_tensor_value_info("tok_out", TP.INT64, [1]),
+                          oh.make_tensor_value_info("h_out", F32, [1, hidden]),
+                          oh.make_tensor_value_info("tok_scan", TP.INT64, [1])])
+    nodes = [oh.make_node("Loop", ["max_len", "true", "start", "h0"], ["last", "h_last", "tokens"], body=body)]
+    g = oh.make_graph(nodes, "greedy_decoder",
+                      [oh.make_tensor_value_info("start", TP.INT64, [1]), oh.make_tensor_value_info("h0", F32, [1, hidden]),
+                       oh.make_tensor_value_info("max_len", TP.INT64, [])],
+                      [oh.make_tensor_value_info("last", TP.INT64, [1]),
+                       oh.make_tensor_value_info("h_last", F32, [1, hidden]),
+                       oh.make_tensor_value_info("tokens", TP.INT64, ["steps", 1])],
+                      initializer=inits)
+    return _model(g, opset=17)
+
+
 def build_all(out_dir: str = HERE) -> list[str]:
     rng = np.random.default_rng(2024)
     models = {"mynet": mynet(), "custom_op": custom_op(), "mlp_block": mlp_block(rng),
-              "attention_block": attention_block(rng), "conv_net": conv_net(rng), "legacy_opset9": legacy_opset9(rng)}
+              "attention_block": attention_block(rng), "conv_net": conv_net(rng), "legacy_opset9": legacy_opset9(rng),
+              "vad_streaming": vad_streaming(rng), "greedy_decoder": greedy_decoder(rng)}
     paths = []
     for name, m in models.items():
         path = os.path.join(out_dir, f"{name}.onnx")

@@ -85,7 +85,8 @@ class Model:
 
     @property
     def uses_native_code(self) -> bool:
-        return any(k.native for k in self.kernels)
+        return any(k.native for k in self.kernels) or any(k.native for p in self.plan.body_plans()
+                                                            for k in p.kernels)
 
     def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Runs the model.  ``feeds`` maps every input name to an array of the declared dtype and shape.

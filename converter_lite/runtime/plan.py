@@ -96,6 +96,14 @@ class Plan:
         support = getattr(getattr(resolve, "library", None), "support", None)
         self.runner = support(RUN_SYMBOL) if support is not None else None
 
+    def body_plans(self) -> list["Plan"]:
+        """The plans of this plan's control-flow bodies, and of theirs, outermost first."""
+        out = []
+        for s in self.program.steps:
+            for p in getattr(s.impl, "bodies", {}).values():
+                out += [p, *p.body_plans()]
+        return out
+
     @property
     def arena_bytes(self) -> int:
         return self.memory.arena_bytes
