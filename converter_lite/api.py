@@ -8,7 +8,7 @@ from .errors import ConverterError  # noqa: F401  (re-exported)
 
 def convert(model_file, output_file, config_file: str | None = None, optimize: str = "general",
             input_shape=None, *, enable_graph_kernel: bool | None = None, graph_kernel_flags: str | None = None,
-            fusion_switch_file: str | None = None, fp16: bool = False) -> str:
+            fusion_switch_file: str | None = None, fp16: bool = False, input_value=None) -> str:
     """Converts an ONNX model to a ``.ms`` file and returns its path.
 
     Args:
@@ -21,6 +21,8 @@ def convert(model_file, output_file, config_file: str | None = None, optimize: s
         graph_kernel_flags: flag string like ``MS_DEV_GRAPH_KERNEL_FLAGS`` (``"--opt_level=3 --disable_pass=..."``).
         fusion_switch_file: Ascend-style JSON switching named fusion passes.
         fp16: store float32 weights as float16 (MindSpore's ``--fp16=on``); runs still compute in float32.
+        input_value: ``{"sr": 16000}`` or ``"sr:16000"`` fixes inputs' values (``--inputValue``): control flow on
+            them folds; a run feeding another value fails with -600 naming the input.
 
     Raises:
         ConverterError: with a MindSpore status code (-300 unsupported op, -600 bad parameter, -200 bad file...).
@@ -31,7 +33,7 @@ def convert(model_file, output_file, config_file: str | None = None, optimize: s
                           enable_graph_kernel=enable_graph_kernel, fusion_switch_file=fusion_switch_file,
                           dump_dir=os.getcwd())
     return convert_model(model_file, output_file, config=config, optimize=optimize,
-                         input_shape=input_shape, fp16=fp16).output_path
+                         input_shape=input_shape, fp16=fp16, input_value=input_value).output_path
 
 
 def load(path, num_threads: int = 2, **kwargs):

@@ -65,11 +65,14 @@ def build_config(config_file: str | None = None, *, graph_kernel_flags: str | No
 
 def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, optimize: str = "general",
                   input_shape: dict | str | None = None, fp16: bool = False,
-                  embed_source: bool = True, input_format: str = "NCHW") -> ConvertResult:
+                  embed_source: bool = True, input_format: str = "NCHW",
+                  input_value: dict | str | None = None) -> ConvertResult:
     """Converts ``model_file`` (path or ModelProto) to ``output_file`` (.ms).  A model whose inputs have dynamic
     dims gets its ONNX source embedded (``embed_source``, not with ``fp16``) so a run with other shapes can
     re-specialize it: the file then holds the weights twice.  ``input_format="NHWC"`` (``--inputDataFormat``)
-    makes the 4-D inputs channels-last with a Transpose inserted before the optimizer (frontend/layout.py)."""
+    makes the 4-D inputs channels-last with a Transpose inserted before the optimizer (frontend/layout.py).
+    ``input_value`` (``--inputValue``) fixes inputs' values at conversion (frontend/input_values.py)."""
+    from .frontend.input_values import parse_input_values
     from .frontend.onnx_import import import_model, parse_input_shapes
     from .model.format import SOURCE_SECTION, save_model
     from .passes.manager import run_graph_kernel_optimizer
@@ -84,6 +87,7 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
                              "converter_lite builds for the CPU only (use --optimize=general)")
     if isinstance(input_shape, str):
         input_shape = parse_input_shapes(input_shape)
+    input_values = parse_input_values(input_value) if input_value else None
     out_path = output_path_for(os.fspath(output_file))
     _check_output_dir(out_path)
 
@@ -98,7 +102,7 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
                  ", ".join(changed) or "(none: no 4-D input)")
     elif input_format != "NCHW":
         raise ConverterError(RET_INPUT_PARAM_INVALID, f"--inputDataFormat={input_format}: must be NCHW or NHWC")
-    graph = import_model(source, input_shapes=input_shape)
+    graph = import_model(source, input_shapes=input_shape, input_values=input_values)
     timings["import"] = time.perf_counter() - t0
 
     stats: dict[str, int] = {}
@@ -130,7 +134,8 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
         # not with fp16 weights, whose point is a small file (the source holds them in float32)
         from .frontend.onnx_import import source_bytes
         artifacts[SOURCE_SECTION] = source_bytes(source)       # already NHWC where --inputDataFormat=NHWC
-        metadata["reconvert"] = {"config": config_to_json(config), "optimize": optimize, "fp16": fp16}
+        metadata["reconvert"] = {"config": config_to_json(config), "optimize": optimize, "fp16": fp16,
+                                 "input_value": input_values}
     _make_output_dir(out_path)
     save_model(out_path, graph, metadata, artifacts or None)
     timings["save"] = time.perf_counter() - t0
@@ -149,7 +154,8 @@ def reconvert(source: bytes, spec: dict, shapes: dict, work_dir: str) -> str:
         f.write(source)
     return convert_model(src, os.path.join(work_dir, "model"), config=config_from_json(spec["config"]),
                          optimize=spec.get("optimize", "general"), input_shape=dict(shapes),
-                         fp16=bool(spec.get("fp16", False)), embed_source=False).output_path
+                         fp16=bool(spec.get("fp16", False)), embed_source=False,
+                         input_value=spec.get("input_value")).output_path
 
 
 def _check_output_dir(out_path: str) -> None:

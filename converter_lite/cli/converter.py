@@ -42,6 +42,8 @@ def _bool(value: str, flag: str) -> bool:
               metavar="none|general|gpu_oriented|ascend_oriented", help="none disables all fusion.")
 @click.option("--inputShape", "input_shape", metavar="'in:1,3,224,224;ids:1,128'",
               help="Fix input shapes (dynamic dims); the last ':' separates name and dims.")
+@click.option("--inputValue", "input_value", metavar="'sr:16000'",
+              help="Fix inputs' values at conversion (control flow on them folds); runs must feed the same values.")
 @click.option("--fusionSwitchFile", "fusion_switch_file", metavar="PATH",
               help="Ascend-style JSON switching named fusion passes on/off.")
 @click.option("--fp16", "fp16", default="off", show_default=True, metavar="on|off",
@@ -124,7 +126,8 @@ def _mindspore_flags(save_type, no_fusion, infer, input_data_format, input_data_
 
 def _convert(fmk, model_file, output_file, config_file, optimize, input_shape, fusion_switch_file, fp16,
              weight_file, jobs, shard, debug, save_type, no_fusion, infer, input_data_format, input_data_type,
-             output_data_type, device, encryption, encrypt_key, optimize_transformer, train_model):
+             output_data_type, device, encryption, encrypt_key, optimize_transformer, train_model,
+             input_value=None):
     """Returns the number of models that failed (batch mode) or 0."""
     from ..pipeline import build_config, convert_model
 
@@ -155,18 +158,21 @@ def _convert(fmk, model_file, output_file, config_file, optimize, input_shape, f
                                                           "model at a time, not a directory or glob")
         return batch.run_batch(model_file, output_file, config_file=config_file,
                                fusion_switch_file=fusion_switch_file, optimize=optimize, input_shape=input_shape,
-                               fp16=fp16, jobs=jobs, shard=shard, echo=click.echo)
+                               fp16=fp16, jobs=jobs, shard=shard, echo=click.echo, input_value=input_value)
     if shard:
         raise ConverterError(RET_INPUT_PARAM_INVALID, "--shard needs a directory or glob as --modelFile")
     t0 = time.perf_counter()
     config = build_config(config_file, fusion_switch_file=fusion_switch_file, dump_dir=os.getcwd())
     result = convert_model(model_file, output_file, config=config, optimize=optimize, input_shape=input_shape,
-                           fp16=fp16, input_format=input_format)
+                           fp16=fp16, input_format=input_format, input_value=input_value)
     if infer:
         _infer(model_file, result.output_path, input_format)
-    n_kernels = sum(1 for n in result.graph.nodes if n.op == "GraphKernel")
+    graphs = result.graph.all_graphs()
+    n_kernels = sum(1 for g in graphs for n in g.nodes if n.op == "GraphKernel")
+    in_bodies = n_kernels - sum(1 for n in result.graph.nodes if n.op == "GraphKernel")
+    bodies = f" ({in_bodies} in {len(graphs) - 1} control-flow bodies)" if len(graphs) > 1 else ""
     click.echo(f"Converted {model_file} -> {result.output_path}: {len(result.graph.nodes)} nodes, "
-               f"{n_kernels} fused kernels (opt_level {config.opt_level if optimize != 'none' else 0}), "
+               f"{n_kernels} fused kernels{bodies} (opt_level {config.opt_level if optimize != 'none' else 0}), "
                f"{time.perf_counter() - t0:.2f} s")
     return 0
 

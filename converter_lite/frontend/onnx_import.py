@@ -48,6 +48,7 @@ from .protos import (
     value_info_kind,
     value_info_type,
 )
+from .input_values import fix_input_values
 from .subgraph import CONTROL_FLOW_OPS, Scope, import_control_flow, visible_names
 
 log = logging.getLogger("converter_lite")
@@ -212,8 +213,10 @@ def parse_input_shapes(text: str) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def import_model(model, input_shapes: dict[str, tuple[int, ...]] | None = None, fold: bool = True) -> Graph:
-    """Imports an ONNX model (path or ModelProto) into a static-shape IR Graph."""
+def import_model(model, input_shapes: dict[str, tuple[int, ...]] | None = None, fold: bool = True,
+                 input_values: dict[str, tuple] | None = None) -> Graph:
+    """Imports an ONNX model (path or ModelProto) into a static-shape IR Graph; ``input_values`` fixes inputs'
+    values (frontend/input_values.py)."""
     where = model if isinstance(model, str) else getattr(model, "graph", None) and model.graph.name or "model"
     where = str(where)
     proto = load_onnx(model)
@@ -225,7 +228,7 @@ def import_model(model, input_shapes: dict[str, tuple[int, ...]] | None = None, 
     missing = _collect_unsupported(proto)
     if missing:
         raise UnsupportedOpsError(missing, where)
-    return _GraphImporter(proto, where, input_shapes or {}, fold).run()
+    return _GraphImporter(proto, where, input_shapes or {}, fold, input_values or {}).run()
 
 
 def source_bytes(model) -> bytes:
@@ -240,8 +243,10 @@ def source_bytes(model) -> bytes:
 
 
 class _GraphImporter:
-    def __init__(self, proto: onnx.ModelProto, where: str, input_shapes: dict, fold: bool):
+    def __init__(self, proto: onnx.ModelProto, where: str, input_shapes: dict, fold: bool,
+                 input_values: dict | None = None):
         self.proto, self.where = proto, where
+        self.input_values = dict(input_values or {})
         self.opset = _opset_version(proto)
         newest = onnx.defs.onnx_opset_version()
         if self.opset > newest:
@@ -262,6 +267,8 @@ class _GraphImporter:
             self.env[t.values.name] = Value(t.values.name, const=attribute_value(
                 onnx.helper.make_attribute("v", t), self.where))
         self._inputs(g)
+        if self.input_values:
+            fix_input_values(self.graph, self.env, self.input_values, self.where)
         for node in self._toposorted(g):
             self._node(node)
         outputs = []
@@ -269,7 +276,10 @@ class _GraphImporter:
             if vi.name not in self.env:
                 raise ConverterError(RET_GRAPH_FILE_ERR, f"{self.where}: graph output {vi.name!r} is not produced "
                                                          "by any node")
-            outputs.append(self.env[vi.name])
+            v = self.env[vi.name]
+            if v.name != vi.name and v.producer is not None and v not in outputs:
+                v.name = vi.name            # a value that an inlined If branch produced keeps the output's name
+            outputs.append(v)
         self.graph.outputs = outputs
         _check_declared_outputs(g, outputs, self.where)
         self.graph.metadata["onnx_opset"] = str(self.opset)

@@ -25,6 +25,7 @@ guarantees it).
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -38,6 +39,7 @@ from ..errors import RET_INPUT_PARAM_INVALID, RET_MEMORY_FAILED, ConverterError
 from ..ir.core import Node, TensorType
 from ..ir.dtype import DType
 from ..model.format import LoadedModel, load_model
+from ..ops.control_flow import DEFAULT_MAX_ITERATIONS
 from .plan import Plan
 from .respecialize import Reshaper
 from .threads import configure_openmp
@@ -59,7 +61,8 @@ class Model:
     """A loaded ``.ms`` model.  Build it with ``load``."""
 
     def __init__(self, loaded: LoadedModel, num_threads: int = 2, native: bool = True,
-                 adaptive_threads: bool = True, trust_native_code: bool = True, toolchain=None):
+                 adaptive_threads: bool = True, trust_native_code: bool = True, toolchain=None,
+                 max_loop_iterations: int = DEFAULT_MAX_ITERATIONS):
         if num_threads < 1:
             raise ConverterError(RET_INPUT_PARAM_INVALID, f"num_threads must be > 0, got {num_threads}")
         self.path = loaded.path
@@ -67,7 +70,8 @@ class Model:
         self.num_threads = num_threads
         self.graph = loaded.graph
         resolve = _native_resolver(loaded, num_threads, trust_native_code, toolchain) if native else None
-        self.plan = Plan(loaded.graph, resolve, num_threads=num_threads, adaptive=adaptive_threads)
+        self.plan = Plan(loaded.graph, resolve, num_threads=num_threads, adaptive=adaptive_threads,
+                         max_loop_iterations=max_loop_iterations)
         self.input_names: list[str] = [v.name for v in loaded.graph.inputs]
         self.output_names: list[str] = [v.name for v in loaded.graph.outputs]
         self.input_types: list[TensorType] = [v.type for v in loaded.graph.inputs]
@@ -78,9 +82,13 @@ class Model:
         # (name, dtype, shape) per input for the fast feed check; string inputs always take the full one
         self._expect = None if any(t.dtype is DType.string or not t.is_static for t in self.input_types) else \
             [(n, np.dtype(t.dtype.np), tuple(t.shape)) for n, t in zip(self.input_names, self.input_types)]
+        # inputs whose values were fixed at conversion (--inputValue): (position, name, value) checked every run
+        fixed = json.loads(loaded.graph.metadata.get("input_values") or "{}")
+        self._guards = [(self._inputs[n][0], n, np.asarray(v).reshape(self._inputs[n][1].shape).astype(
+            self._inputs[n][1].dtype.np)) for n, v in fixed.items() if n in self._inputs]
         self._reshaper = Reshaper.of(loaded, {v.name: v.type.shape for v in loaded.graph.inputs},
                                      lambda p: Model(load_model(p), num_threads, native, adaptive_threads,
-                                                     trust_native_code, toolchain),
+                                                     trust_native_code, toolchain, max_loop_iterations),
                                      getattr(toolchain, "reconvert", None))
 
     @property
@@ -103,6 +111,8 @@ class Model:
         inputs = self._plain_feeds(feeds)
         if inputs is None:
             inputs = self.check_feeds(feeds)
+        if self._guards:
+            self._check_guards(inputs)
         try:
             if self.plan.native_only:
                 outs = self.plan.execute(inputs)
@@ -119,6 +129,8 @@ class Model:
         """Like ``run``, and adds each top-level kernel's wall time (seconds) to ``timings[k]`` (one entry per
         ``self.kernels``)."""
         inputs = self.check_feeds(feeds)
+        if self._guards:
+            self._check_guards(inputs)
         with np.errstate(all="ignore"):
             outs = self.plan.execute(inputs, timings)
         return self._outputs(outs)
@@ -141,6 +153,13 @@ class Model:
             raise _bad(f"input {bad!r}: shape {list(want[bad])} cannot be used; the model was converted for "
                        f"{self._inputs[bad][1]}{dyn} (re-convert with --inputShape to change fixed dims)")
         return self._reshaper.model_for(target)
+
+    def _check_guards(self, inputs: list) -> None:
+        for pos, name, value in self._guards:
+            if not np.array_equal(inputs[pos], value):
+                raise _bad(f"input {name!r} was fixed to {value.reshape(-1).tolist()} at conversion (--inputValue); "
+                           f"this run gives {np.asarray(inputs[pos]).reshape(-1).tolist()[:8]}: feed the fixed "
+                           "value, or convert without --inputValue to run any value")
 
     def _plain_feeds(self, feeds) -> list[np.ndarray] | None:
         """The feeds in input order when ``feeds`` is a dict holding exactly the inputs, each an ndarray of the
@@ -183,7 +202,8 @@ class Model:
 
 
 def load(path: str | os.PathLike, num_threads: int = 2, native: bool = True,
-         adaptive_threads: bool = True, trust_native_code: bool = True, toolchain=None) -> Model:
+         adaptive_threads: bool = True, trust_native_code: bool = True, toolchain=None,
+         max_loop_iterations: int = DEFAULT_MAX_ITERATIONS) -> Model:
     """Loads a ``.ms`` file (memory-mapped) and prepares it for ``run``.
 
     Args:
@@ -197,6 +217,8 @@ def load(path: str | os.PathLike, num_threads: int = 2, native: bool = True,
         trust_native_code: False never runs the machine code shipped in the file: every fused kernel is
             generated again from its sub-graph of basic ops (the file's graph, which is data) by our own code
             generator and compiled in memory (needs llvmlite; no C compiler).
+        max_loop_iterations: a Loop without a trip count (only its condition stops it) fails with -303 naming
+            the node after this many iterations, instead of hanging the caller.
         toolchain: the converter side (``converter_lite.toolchain``: ``jit``, ``regenerate``, ``reconvert``), which
             ``converter_lite.load`` passes; without it a model that needs its native code rebuilt, or re-converting
             for other sizes of its dynamic dims, fails with an error saying so.
@@ -205,7 +227,7 @@ def load(path: str | os.PathLike, num_threads: int = 2, native: bool = True,
         ConverterError: -200 for an invalid/corrupted file, -300 for an op the runtime lacks.
     """
     return Model(load_model(path), num_threads=num_threads, native=native, adaptive_threads=adaptive_threads,
-                 trust_native_code=trust_native_code, toolchain=toolchain)
+                 trust_native_code=trust_native_code, toolchain=toolchain, max_loop_iterations=max_loop_iterations)
 
 
 def _bad(message: str) -> ConverterError:

@@ -70,14 +70,17 @@ class Plan:
     """Executable form of ``graph``; see the module docstring."""
 
     def __init__(self, graph: Graph, resolve=None, num_threads: int = 1, fast: bool = True,
-                 adaptive: bool = True):
+                 adaptive: bool = True, max_loop_iterations: int | None = None):
         from .fast.table import FAST
         self.graph = graph
         self.num_threads = num_threads
         from .control_flow import control_flow_impl
+        bound = {} if max_loop_iterations is None else {"max_iterations": max_loop_iterations}
+
+        def body_plan(body: Graph) -> Plan:
+            return Plan(body, resolve, num_threads, fast, adaptive=False, max_loop_iterations=max_loop_iterations)
         self.program: Program = lower(graph, resolve, FAST if fast else {}, num_threads,
-                                      lambda node: control_flow_impl(
-                                          node, lambda body: Plan(body, resolve, num_threads, fast, adaptive=False)))
+                                      lambda node: control_flow_impl(node, body_plan, **bound))
         self.memory = plan_memory(self.program)
         self.kernels: list[KernelEntry] = self.program.kernels
         self.steps = [Step(s.node, s.impl.native, s.kernel, s.inputs, s.outputs) for s in self.program.steps]
@@ -315,7 +318,10 @@ def _generic(st, ins: list, outs: list, env: list, dtypes: list):
             raise ValueError(f"kernel produced {len(res)} outputs, expected {n}")
         for (arr, vid, dt), r in zip(specs, res):
             if arr is None and (r is None or isinstance(r, list)):
-                env[vid] = r                           # a sequence or an empty optional
+                # a sequence (its elements may be views of this run's buffers, which later steps overwrite:
+                # each one is kept as an array of its own) or an empty optional
+                env[vid] = r if r is None else [a if isinstance(a, np.ndarray) and a.flags.owndata
+                                                else np.array(a, copy=True) for a in r]
                 continue
             if arr is None:
                 r = np.asarray(r)
