@@ -15,6 +15,7 @@ conditions constant).  Errors name the node and the body (-200 for a broken body
 from __future__ import annotations
 
 import numpy as np
+import onnx.defs
 
 from ..errors import RET_GRAPH_FILE_ERR, RET_INFER_ERR, ConverterError
 from ..ir.core import Graph, TensorType, Value
@@ -206,9 +207,8 @@ def _loop(importer, n, inputs, attrs, name, where):
 
 
 def _scan(importer, n, inputs, attrs, name, where):
-    from .onnx_import import _since_version
     body_proto = attrs["body"]
-    legacy = _since_version("Scan", importer.opset) < 9
+    legacy = onnx.defs.get_schema("Scan", importer.opset, "").since_version < 9
     m = int(attrs.get("num_scan_inputs", 0))
     ins = inputs[1:] if legacy else inputs
     if m <= 0 or m > len(ins):

@@ -164,10 +164,11 @@ def shapeless_input() -> onnx.ModelProto:
                       [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, None)], [tensor_info("y", F32, [2])])
 
 
-def sequence_input() -> onnx.ModelProto:
-    return make_model([oh.make_node("Identity", ["seq"], ["y"], name="id0")],
-                      [oh.make_tensor_sequence_value_info("seq", onnx.TensorProto.FLOAT, [2])],
-                      [oh.make_tensor_sequence_value_info("y", onnx.TensorProto.FLOAT, [2])])
+def map_input() -> onnx.ModelProto:
+    """A map-typed input (sequences and optionals convert; maps do not)."""
+    map_t = oh.make_map_type_proto(onnx.TensorProto.INT64, oh.make_tensor_type_proto(onnx.TensorProto.FLOAT, [2]))
+    return make_model([oh.make_node("Identity", ["m"], ["y"], name="id0")],
+                      [oh.make_value_info("m", map_t)], [oh.make_value_info("y", map_t)])
 
 
 def unproduced_output() -> onnx.ModelProto:
