@@ -31,6 +31,7 @@ from . import (  # noqa: F401  (registration)
     reduce,
     relu,
     resize,
+    rnn,
     sigmoid,
     softmax,
     tensor,
