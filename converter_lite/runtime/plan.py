@@ -70,7 +70,7 @@ class Plan:
     """Executable form of ``graph``; see the module docstring."""
 
     def __init__(self, graph: Graph, resolve=None, num_threads: int = 1, fast: bool = True,
-                 adaptive: bool = True, max_loop_iterations: int | None = None):
+                 adaptive: bool = True, max_loop_iterations: int | None = None, inner: bool = False):
         from .fast.table import FAST
         self.graph = graph
         self.num_threads = num_threads
@@ -78,7 +78,8 @@ class Plan:
         bound = {} if max_loop_iterations is None else {"max_iterations": max_loop_iterations}
 
         def body_plan(body: Graph) -> Plan:
-            return Plan(body, resolve, num_threads, fast, adaptive=False, max_loop_iterations=max_loop_iterations)
+            return Plan(body, resolve, num_threads, fast, adaptive=False, max_loop_iterations=max_loop_iterations,
+                        inner=True)
         self.program: Program = lower(graph, resolve, FAST if fast else {}, num_threads,
                                       lambda node: control_flow_impl(node, body_plan, **bound))
         self.memory = plan_memory(self.program)
@@ -86,7 +87,10 @@ class Plan:
         self.steps = [Step(s.node, s.impl.native, s.kernel, s.inputs, s.outputs) for s in self.program.steps]
         self.workspace = max((s.impl.workspace for s in self.program.steps), default=0)
         self._free: list[Executor] = []
-        self.uses_blas = any(s.node.op in BLAS_OPS for s in self.program.steps)
+        # a body plan (``inner``) runs inside its parent's run, which limits numpy's BLAS for its bodies too
+        self.blas_inside = any(s.node.op in BLAS_OPS for s in self.program.steps) or \
+            any(p.blas_inside for p in self.body_plans())
+        self.uses_blas = self.blas_inside and not inner
         # a plan whose buffers all fit in TINY_PLAN_BYTES and whose BLAS products are all below TINY_PRODUCT
         # multiply-adds runs on one thread (adaptive only): its kernels are too small for a second thread to pay
         # (products that small are never split), and the choice itself costs ~2 us a run

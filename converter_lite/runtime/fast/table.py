@@ -180,6 +180,9 @@ def _concat(ctx: NodeCtx):
                                                    axis=axis, out=outs[0]))
 
 
+FEW_INDICES = 64     # a Gather with at most this many indices checks them inside np.take
+
+
 def _gather(ctx: NodeCtx):
     x, idx = ctx.value(0), ctx.value(1)
     if x.dtype != ctx.out().dtype or idx.dtype.kind not in "iu" or not x.shape:
@@ -198,6 +201,17 @@ def _gather(ctx: NodeCtx):
 
     def bind(ins, outs, ws, nt=1):
         data, ids, out = ins[0], ins[1], outs[0]
+        if ids.size <= FEW_INDICES:
+            # numpy's "raise" mode checks [-dim, dim) itself (one pass, no min/max); it buffers the output,
+            # which costs nothing for a few rows (a token in a decoding loop)
+            checked = partial(np.take, data, ids, axis=axis, out=out, mode="raise")
+
+            def run_few():
+                try:
+                    checked()
+                except IndexError as e:
+                    raise KernelError(f"Gather: index out of range for dim {dim}: {e}") from None
+            return run_few
         take = partial(np.take, data, ids, axis=axis, out=out, mode="wrap")
 
         def run():
@@ -330,7 +344,24 @@ def _erf(ctx: NodeCtx):
                 inplace=(0,))
 
 
+def _arg_extreme(fn):
+    """ArgMax/ArgMin straight into the output buffer (numpy's: first index, NaN counts as extreme, as the
+    reference kernel); select_last_index and empty axes are left to the reference kernel."""
+    def factory(ctx: NodeCtx):
+        shape = ctx.shape(0)
+        if not shape or ctx.attrs.get("select_last_index", 0) or ctx.out().dtype != np.int64:
+            return None
+        axis = normalize_axis(ctx.attrs.get("axis", 0), len(shape))
+        if shape[axis] == 0:
+            return None
+        kept = tuple(1 if i == axis else d for i, d in enumerate(shape))
+        return Impl(bind=lambda ins, outs, ws, nt=1: partial(fn, ins[0], axis=axis, out=outs[0].reshape(kept),
+                                                             keepdims=True))
+    return factory
+
+
 FAST = {
+    "ArgMax": _arg_extreme(np.argmax), "ArgMin": _arg_extreme(np.argmin),
     **{op: _reshape_view for op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")},
     "Cast": _cast, "Expand": _expand, "Slice": _slice, "Split": _split, "Transpose": _transpose,
     "Concat": _concat, "Gather": _gather, "Relu": _relu, "Clip": _clip, "Where": _where, "Sigmoid": _sigmoid,
