@@ -73,7 +73,7 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
     makes the 4-D inputs channels-last with a Transpose inserted before the optimizer (frontend/layout.py).
     ``input_value`` (``--inputValue``) fixes inputs' values at conversion (frontend/input_values.py)."""
     from .frontend.input_values import parse_input_values
-    from .frontend.onnx_import import import_model, parse_input_shapes
+    from .frontend.onnx_import import explain_defaulted_dims, import_model, parse_input_shapes
     from .model.format import SOURCE_SECTION, save_model
     from .passes.manager import run_graph_kernel_optimizer
 
@@ -102,17 +102,24 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
                  ", ".join(changed) or "(none: no 4-D input)")
     elif input_format != "NCHW":
         raise ConverterError(RET_INPUT_PARAM_INVALID, f"--inputDataFormat={input_format}: must be NCHW or NHWC")
-    graph = import_model(source, input_shapes=input_shape, input_values=input_values)
-    timings["import"] = time.perf_counter() - t0
-
     stats: dict[str, int] = {}
     artifacts: dict[str, bytes] = {}
-    if optimize != "none" and config.enabled:
-        t0 = time.perf_counter()
-        ctx = run_graph_kernel_optimizer(graph, config)
-        timings["graph_kernel"] = time.perf_counter() - t0
-        stats = dict(ctx.stats)
-        artifacts = dict(ctx.artifacts)
+    try:
+        graph = import_model(source, input_shapes=input_shape, input_values=input_values)
+        timings["import"] = time.perf_counter() - t0
+        if optimize != "none" and config.enabled:
+            t0 = time.perf_counter()
+            ctx = run_graph_kernel_optimizer(graph, config)
+            timings["graph_kernel"] = time.perf_counter() - t0
+            stats = dict(ctx.stats)
+            artifacts = dict(ctx.artifacts)
+    except ConverterError as e:
+        # shape inference (import or optimizer) failing on dynamic input dims the import set to 1: -600 telling
+        # the --inputShape to pass (the one place for it; any other error passes unchanged)
+        explained = explain_defaulted_dims(e, source, input_shape)
+        if explained is e:
+            raise
+        raise explained from None
 
     if fp16:
         from .passes.fp16_weights import store_weights_as_fp16

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
+import onnx.checker
 import onnx.defs
 import onnx.inliner
 
@@ -213,12 +214,147 @@ def parse_input_shapes(text: str) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def _fixed_dim(d) -> bool:
+    """Only a positive dim_value fixes a dim of a graph input: -1 and 0 (older exporters' "unknown"), ``'?'``, an
+    empty dim (neither dim_value nor dim_param) and a named dim_param are all dynamic."""
+    return isinstance(d, int) and d > 0
+
+
+def _dim_label(d):
+    """A declared dim as messages show it: its value or name, ``'?'`` for an empty one."""
+    return "?" if d is None else d
+
+
+def _dims_text(dims: list) -> list:
+    return [_dim_label(d) for d in dims]
+
+
+def _dim_placeholder(d, axis: int) -> str:
+    """What a user must write for a dynamic dim in a hint: its name when it is a plain identifier, else ``D<axis>``."""
+    if isinstance(d, str) and d.isidentifier():
+        return d
+    return f"D{axis}"
+
+
+def _hint_dims(dims: list) -> list[str]:
+    return [str(d) if _fixed_dim(d) else _dim_placeholder(d, i) for i, d in enumerate(dims)]
+
+
+def _shape_flag_hint(name: str, dims: list) -> str:
+    return f"{name}:{','.join(_hint_dims(dims))}"
+
+
+def _where_of(model) -> str:
+    """How errors name a model given as a path or a ModelProto."""
+    where = model if isinstance(model, str) else getattr(model, "graph", None) and model.graph.name or "model"
+    return str(where)
+
+
+def defaulted_inputs(model, input_shapes: dict | None = None) -> list[tuple[str, list]]:
+    """(name, declared dims) of each graph input whose dynamic dims the import sets to 1 because ``input_shapes``
+    does not give it (see ``_GraphImporter._inputs``)."""
+    proto = load_onnx(model)
+    given = input_shapes or {}
+    inits = {t.name for t in proto.graph.initializer}
+    out = []
+    for vi in proto.graph.input:
+        if vi.name in given or vi.name in inits or not vi.type.HasField("tensor_type"):
+            continue
+        tt = vi.type.tensor_type
+        if not tt.HasField("shape"):
+            continue
+        dims = [int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
+        if not all(_fixed_dim(d) for d in dims):
+            out.append((vi.name, dims))
+    return out
+
+
+def explain_defaulted_dims(error: ConverterError, model, input_shapes: dict | None = None) -> ConverterError:
+    """A shape-inference failure (-500) of a model whose dynamic input dims were defaulted to 1 is most likely
+    the user's to fix: -600 naming those inputs and the ``--inputShape`` to pass, the original message kept.
+    Any other error, or one where no input was defaulted, comes back unchanged."""
+    if error.code != RET_INFER_ERR:
+        return error
+    try:
+        defaulted = defaulted_inputs(model, input_shapes)
+    except ConverterError:
+        return error
+    if not defaulted:
+        return error
+    where = _where_of(model)
+    detail = error.message
+    if detail.startswith(f"{where}: "):
+        detail = detail[len(where) + 2:]
+    if len(defaulted) == 1:
+        name, dims = defaulted[0]
+        who = f"input {name!r} has dynamic dims {[_dim_label(d) for d in dims if not _fixed_dim(d)]}"
+    else:
+        who = "inputs " + ", ".join(f"{name!r} {[_dim_label(d) for d in dims if not _fixed_dim(d)]}"
+                                    for name, dims in defaulted) + " have dynamic dims"
+    flag = ";".join(_shape_flag_hint(name, dims) for name, dims in defaulted)
+    if len(defaulted) > 1:
+        flag = f'"{flag}"'
+    api = ", ".join(f"{name!r}: [{', '.join(_hint_dims(dims))}]" for name, dims in defaulted)
+    return ConverterError(RET_INPUT_PARAM_INVALID, f"{where}: {who} (defaulted to 1); with those defaults: "
+                                                   f"{detail}; give them with --inputShape={flag} (API: "
+                                                   f"input_shape={{{api}}})")
+
+
+def _default_domain_nodes(graph: onnx.GraphProto):
+    """The default-domain nodes of ``graph`` and of its nodes' sub-graphs (If branches), depth first."""
+    for n in graph.node:
+        if n.domain in ("", "ai.onnx"):
+            yield n
+        for a in n.attribute:
+            subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
+            for sub in subs:
+                yield from _default_domain_nodes(sub)
+
+
+def _check_future_opsets(proto: onnx.ModelProto, where: str) -> None:
+    """A model declaring a default-domain opset newer than onnx's newest known one (``onnx_opset_version()``) can
+    use op forms this converter does not know.  What that opset defines is unknowable here, so the model is
+    accepted (with a warning) only when every node it holds matches its operator's newest known schema
+    (onnx.checker: attribute names and types, required attributes, input and output counts); else -200 naming
+    the domain, the versions and the nodes that do not.  Other domains: the importer converts no op of
+    'ai.onnx.ml' or 'com.microsoft' (they are unsupported, -300), so their opset versions do not matter."""
+    newest = onnx.defs.onnx_opset_version()
+    declared = _opset_version(proto)
+    if declared <= newest:
+        return
+    ctx = onnx.checker.C.CheckerContext()
+    ctx.ir_version = min(int(proto.ir_version) or onnx.IR_VERSION, onnx.IR_VERSION)
+    ctx.opset_imports = {"": newest}
+    bad, seen = [], set()
+    for n in _default_domain_nodes(proto.graph):
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute):
+            continue        # If: its branches' nodes are checked themselves
+        plain = onnx.NodeProto()
+        plain.CopyFrom(n)
+        plain.domain = ""
+        try:
+            onnx.checker.check_node(plain, ctx)
+        except onnx.checker.ValidationError as e:
+            key = (n.op_type, str(e).splitlines()[0])
+            if key not in seen:
+                seen.add(key)
+                bad.append(f"{n.op_type} node {n.name or n.op_type!r}: {str(e).splitlines()[0]}")
+    if bad:
+        raise ConverterError(RET_GRAPH_FILE_ERR,
+                             f"{where}: declares opset {declared} for domain 'ai.onnx', newer than the newest this "
+                             f"converter knows ({newest}, onnx {onnx.__version__}), and {len(bad)} node(s) do not "
+                             f"match their opset-{newest} definitions: {'; '.join(bad[:4])}"
+                             f"{' ...' if len(bad) > 4 else ''}; export the model with opset {newest} or older")
+    log.warning("%s declares ai.onnx opset %d, newer than the newest this converter knows (%d, onnx %s); every "
+                "node matches its opset-%d definition, so the model is converted with those", where, declared,
+                newest, onnx.__version__, newest)
+
+
 def import_model(model, input_shapes: dict[str, tuple[int, ...]] | None = None, fold: bool = True,
                  input_values: dict[str, tuple] | None = None) -> Graph:
     """Imports an ONNX model (path or ModelProto) into a static-shape IR Graph; ``input_values`` fixes inputs'
     values (frontend/input_values.py)."""
-    where = model if isinstance(model, str) else getattr(model, "graph", None) and model.graph.name or "model"
-    where = str(where)
+    where = _where_of(model)
     proto = load_onnx(model)
     if proto.functions:
         try:
@@ -248,11 +384,7 @@ class _GraphImporter:
         self.proto, self.where = proto, where
         self.input_values = dict(input_values or {})
         self.opset = _opset_version(proto)
-        newest = onnx.defs.onnx_opset_version()
-        if self.opset > newest:
-            log.warning("%s declares ai.onnx opset %d, newer than the newest this converter knows (%d, onnx %s); "
-                        "its ops are converted with their opset-%d definitions", where, self.opset, newest,
-                        onnx.__version__, newest)
+        _check_future_opsets(proto, where)
         self.input_shapes = dict(input_shapes)
         self.graph = Graph(proto.graph.name or "main")
         self.em = _Emitter(self.graph, where, fold)
@@ -310,7 +442,7 @@ class _GraphImporter:
                 self.env[vi.name] = v = Value(vi.name, TensorType(dtype, None, kind))
                 self.graph.inputs.append(v)
                 continue
-            axes = [i for i, d in enumerate(dims or []) if not isinstance(d, int)]
+            axes = [i for i, d in enumerate(dims or []) if not _fixed_dim(d)]
             if axes:
                 self.dynamic_axes[vi.name] = axes
             if vi.name in self.input_shapes:
@@ -319,20 +451,21 @@ class _GraphImporter:
                     raise ConverterError(RET_INPUT_PARAM_INVALID,
                                          f"--inputShape gives {vi.name!r} rank {len(shape)}, the model declares "
                                          f"rank {len(dims)}")
-                for d, s in zip(dims or [], shape):
-                    if isinstance(d, int) and d != s:
+                for i, (d, s) in enumerate(zip(dims or [], shape)):
+                    if _fixed_dim(d) and d != s:
                         raise ConverterError(RET_INPUT_PARAM_INVALID,
-                                             f"--inputShape gives {vi.name!r} shape {list(shape)}, but the model "
-                                             f"fixes it to {dims}")
+                                             f"{self.where}: --inputShape gives {vi.name!r} shape {list(shape)}, "
+                                             f"but the model fixes its dim {i} to {d} (declared "
+                                             f"{_dims_text(dims)}; only the others may be set)")
             else:
                 if dims is None:
                     raise ConverterError(RET_INFER_ERR, f"{self.where}: input {vi.name!r} has no shape; give it "
                                                         "with --inputShape")
-                dynamic = [d for d in dims if not isinstance(d, int)]
+                dynamic = [_dim_label(d) for d in dims if not _fixed_dim(d)]
                 if dynamic:
                     log.warning("input %r has dynamic dims %s; using 1 for them (fix them with "
-                                "--inputShape=%s:...)", vi.name, dynamic, vi.name)
-                shape = tuple(d if isinstance(d, int) else 1 for d in dims)
+                                "--inputShape=%s)", vi.name, dynamic, _shape_flag_hint(vi.name, dims))
+                shape = tuple(d if _fixed_dim(d) else 1 for d in dims)
             v = Value(vi.name, TensorType(dtype, tuple(shape)))
             self.env[vi.name] = v
             self.graph.inputs.append(v)
@@ -471,7 +604,8 @@ def _check_declared_outputs(g, outputs: list[Value], where: str) -> None:
                                                 f"{tt.elem_type}, but it is computed as {v.type.dtype.name}")
         if not tt.HasField("shape") or not v.type.is_static:
             continue
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        # a dim_value of 0 or -1 is how older exporters write an unknown dim, as for inputs (_fixed_dim)
+        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tt.shape.dim]
         shape = list(v.type.shape)
         if len(dims) != len(shape) or any(d is not None and d != s for d, s in zip(dims, shape)):
             declared = [d if d is not None else "?" for d in dims]

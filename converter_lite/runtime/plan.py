@@ -49,6 +49,7 @@ from .threads import ThreadChooser, blas_enter, blas_exit
 
 MAX_IDLE_EXECUTORS = 4
 TINY_PLAN_BYTES = 1 << 16
+SHOWN_SOURCES = 4               # original ONNX node names a fused kernel's run-time error lists
 TINY_PRODUCT = 1 << 17          # multiply-adds (~2 us on one core)
 # ops whose kernels (fast or reference) call numpy's BLAS: only plans with one limit its threads during a run
 BLAS_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "FusedMatMul", "FusedAttention",
@@ -187,6 +188,7 @@ class Executor:
         self.out_arrays = tuple(a for a, _ in self.outputs)
         self.nodes = [s.node for s in prog.steps]
         self.kernel_of = [s.kernel for s in prog.steps]
+        self.kernels = prog.kernels
         self.steps = prog.steps
         self.bound: dict[int, list] = {}
         self.runner = plan.runner
@@ -218,8 +220,22 @@ class Executor:
     def _step_error(self, step: int, e: Exception) -> ConverterError:
         """The error naming the node of step ``step`` (an index into the plan's steps), which raised ``e``."""
         node = self.nodes[step]
-        return ConverterError(RET_OP_EXECUTE_FAILURE, f"node {node.name!r} ({node.op}) failed: "
-                                                      f"{type(e).__name__}: {e}")
+        return ConverterError(RET_OP_EXECUTE_FAILURE, f"{self._step_label(step)} failed: {type(e).__name__}: {e}")
+
+    def _step_label(self, step: int) -> str:
+        """``node 'n' (Op)``; for a step of a fused kernel (run natively, or one node of its inlined sub-graph)
+        also the kernel and the original ONNX nodes it holds (``source_nodes``, the first ``SHOWN_SOURCES``)."""
+        node = self.nodes[step]
+        label = f"node {node.name!r} ({node.op})"
+        entry = self.kernels[self.kernel_of[step]]
+        if entry.node is not node:
+            label += f" in fused kernel {entry.node.name!r}"
+        sources = tuple(entry.source_nodes)
+        if sources and sources != (node.name,):
+            shown = ", ".join(repr(s) for s in sources[:SHOWN_SOURCES])
+            more = f" and {len(sources) - SHOWN_SOURCES} more" if len(sources) > SHOWN_SOURCES else ""
+            label += f" (from ONNX node{'s' if len(sources) > 1 else ''} {shown}{more})"
+        return label
 
     def run(self, inputs: Sequence[np.ndarray], timings: list[float] | None, nt: int = 1) -> list[np.ndarray]:
         if timings is None and not self.has_dynamic:

@@ -154,6 +154,39 @@ def test_input_shape_fixes_dynamic_dims(tmp_path):
     assert model.input_types[0].shape == (5, 3)
 
 
+def _save_pool(path, dims):
+    m = make_model([oh.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], name="pool1")],
+                   [tensor_info("x", np.float32, dims)], [tensor_info("y", np.float32, None)])
+    onnx.save(m, path)
+
+
+@pytest.mark.parametrize("dims", [[-1, 3, "?", "?"], [0, 3, None, "w"]], ids=["minus1_q", "zero_empty_named"])
+def test_input_shape_sets_minus_one_zero_and_empty_dims(tmp_path, dims):
+    _save_pool(tmp_path / "dyn.onnx", dims)
+    r = run_cli("--fmk=ONNX", f"--modelFile={tmp_path}/dyn.onnx", f"--outputFile={tmp_path}/m",
+                "--inputShape=x:1,3,48,192")
+    assert r.returncode == 0 and last_line(r) == "CONVERT RESULT SUCCESS:0", r.stdout + r.stderr
+    import converter_lite
+    assert converter_lite.load(tmp_path / "m.ms").input_types[0].shape == (1, 3, 48, 192)
+
+
+def test_defaulted_dims_failing_inference_names_input_and_flag(tmp_path):
+    (tmp_path / "out").mkdir()
+    _save_pool(tmp_path / "dyn.onnx", [-1, 3, "?", "?"])
+    assert_failed(run_cli("--fmk=ONNX", f"--modelFile={tmp_path}/dyn.onnx", f"--outputFile={tmp_path}/out/m"),
+                  -600, "input 'x' has dynamic dims [-1, '?', '?'] (defaulted to 1)", "node 'pool1'",
+                  "kernel 3", "--inputShape=x:D0,3,D2,D3", out_dir=tmp_path / "out")
+
+
+def test_opset_newer_than_known_with_a_changed_op(tmp_path):
+    (tmp_path / "out").mkdir()
+    m = make_model([oh.make_node("Relu", ["x"], ["y"], alpha=0.5, name="r1")], [tensor_info("x", np.float32, [2])],
+                   [tensor_info("y", np.float32, [2])], opset=99)
+    onnx.save(m, tmp_path / "o99.onnx")
+    assert_failed(run_cli("--fmk=ONNX", f"--modelFile={tmp_path}/o99.onnx", f"--outputFile={tmp_path}/out/m"),
+                  -200, "opset 99", "'ai.onnx'", "Relu node 'r1'", out_dir=tmp_path / "out")
+
+
 def test_output_directory_not_writable(tmp_path):
     (tmp_path / "file").write_text("x")
     assert_failed(run_cli("--fmk=ONNX", f"--modelFile={MYNET}", f"--outputFile={tmp_path}/file/m"), -600,

@@ -289,3 +289,34 @@ def test_plans_with_small_products_only_are_tiny(rng, k, n, tiny):
     assert (plan.chooser is None and plan.run_threads == 1) == tiny
     feed = rng.standard_normal((4, k)).astype(np.float32)
     np.testing.assert_allclose(plan.execute([feed])[0], feed @ w.const, rtol=1e-5, atol=1e-4)
+
+
+def _failing_fused_graph(n_sources: int):
+    """GraphKernel 'gk0' whose sub-graph's Relu declares a wrong output shape: it fails at run time."""
+    sx, sm = f32("sx", 2, 3), f32("sm", 2, 3)
+    sr = Value("sr", TensorType(DType.float32, (7,)))
+    sub = Graph("sub", [sx], [sr], [Node("Neg", [sx], [sm], name="neg0"), Node("Relu", [sm], [sr], name="relu0")])
+    x, y = f32("x", 2, 3), Value("y", TensorType(DType.float32, (7,)))
+    sources = ("neg0", "relu0") + tuple(f"extra{i}" for i in range(n_sources - 2))
+    return Graph("g", [x], [y], [Node("GraphKernel", [x], [y], {"graph": sub, "kernel_name": "Fused_Neg_Relu_0",
+                                                                   "source_nodes": sources}, name="gk0")])
+
+
+def test_inlined_fused_kernel_failure_names_its_onnx_nodes():
+    with pytest.raises(ConverterError) as e:
+        Plan(_failing_fused_graph(2)).execute([np.ones((2, 3), np.float32)])
+    assert e.value.code == RET_OP_EXECUTE_FAILURE
+    assert e.value.message.startswith("node 'relu0' (Relu) in fused kernel 'gk0' (from ONNX nodes 'neg0', "
+                                      "'relu0') failed: "), e.value.message
+
+
+def test_native_fused_kernel_failure_names_up_to_four_onnx_nodes():
+    def resolve(node):
+        def run(ins):
+            raise RuntimeError("native kernel fault")
+        return run
+    with pytest.raises(ConverterError) as e:
+        Plan(_failing_fused_graph(7), resolve=resolve).execute([np.ones((2, 3), np.float32)])
+    assert e.value.code == RET_OP_EXECUTE_FAILURE
+    assert e.value.message == ("node 'gk0' (GraphKernel) (from ONNX nodes 'neg0', 'relu0', 'extra0', 'extra1' and "
+                               "3 more) failed: RuntimeError: native kernel fault")
