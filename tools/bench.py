@@ -196,6 +196,18 @@ def _conversion(enabled: bool) -> list[str]:
     return text
 
 
+def _control_flow(threads: int, quick: bool) -> list[str]:
+    """The control-flow section (tools/bench_control_flow.py), or [] when it fails."""
+    from . import bench_control_flow
+    try:
+        text = bench_control_flow.lines(bench_control_flow.measure(threads, quick))
+    except Exception as e:  # noqa: BLE001 - the model table still stands
+        print(f"control-flow section failed: {_short(e)}")
+        return []
+    print("\n".join(text))
+    return text
+
+
 def method_lines(args, budget: Budget, with_openvino: bool) -> list[str]:
     return [
         f"- Engines: converter_lite at opt_level {' and '.join(map(str, LEVELS))} (converted once per level, loaded "
@@ -278,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(r)
     micro, shape = _micro(args.quick, args.threads, args.micro)
     conversion = _conversion(args.micro and not args.quick)
+    control_flow = _control_flow(args.threads, args.quick) if not only else []
     table = table_lines(results, with_openvino)
     summary = summary_lines(results)
     targets = target_lines([r for r in results if r.group != "zoo"], TRANSFORMERS)
@@ -295,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
             extra["openvino"] = engines_version("openvino")
         text = results_markdown(table, summary, micro_lines(micro, shape, args.threads),
                                 machine_lines(args.threads, extra, load_at_start),
-                                method_lines(args, budget, with_openvino), targets, conversion)
+                                method_lines(args, budget, with_openvino), targets, conversion, control_flow)
         write_text(out, text)
         print(f"wrote {out}")
     return 1 if any(r.error for r in results) else 0

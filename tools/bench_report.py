@@ -218,7 +218,8 @@ def loadavg() -> str:
 
 
 def results_markdown(table: list[str], summary: list[str], micro: list[str], machine: list[str],
-                     method: list[str], targets: list[str] = (), conversion: list[str] = ()) -> str:
+                     method: list[str], targets: list[str] = (), conversion: list[str] = (),
+                     control_flow: list[str] = ()) -> str:
     parts = ["# `make bench` results", "",
              ("Written by `python -m tools.bench` (`make bench`); numbers from one run on the "
              "machine below.  Latencies in ms: median (p90)."), "",
@@ -227,5 +228,6 @@ def results_markdown(table: list[str], summary: list[str], micro: list[str], mac
              "## Targets (issue 5)", *targets, "",
              "## Fused elementwise micro-benchmark", *micro, "",
              *(["## Conversion time", *conversion, ""] if conversion else []),
+             *(["## Control flow (issue 16)", *control_flow, ""] if control_flow else []),
              "## Method", *method, ""]
     return "\n".join(parts)
