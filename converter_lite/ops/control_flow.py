@@ -7,8 +7,11 @@ them, ``attrs["captures"]`` counts them), so a body is self-contained:
     Scan(*states, *scan_inputs, *captures)    body(*states, *scan_elements, *captures) -> (*states, *scan_outputs)
     SequenceMap(seq, *extra, *captures)       body(elem, *extra_elems, *captures) -> outputs (one per sequence)
 
-The semantics are written once here, over ``run(attr, inputs) -> outputs`` that runs one body: the reference
-kernels pass the interpreter (``eval_graph``), the runtime its pre-built body plans (runtime/control_flow.py).
+The semantics are written once here, over ``run(attr, inputs, invariant=0) -> outputs`` that runs one body:
+the reference kernels pass the interpreter (``eval_graph``), the runtime its pre-built body plans
+(runtime/control_flow.py).  ``invariant`` says how many trailing inputs (the captures) are the very values of
+the previous run of that body in this call; a body's outputs are valid until its next run, so what is kept
+across iterations (scan outputs, the final carried values) is copied.
 Scan follows opset 9+ (axes and directions); ``legacy_batch`` marks an opset-8 Scan (a batch axis first and
 an optional ``sequence_lens``), which the importer keeps as such.
 """
@@ -33,7 +36,7 @@ BODY_ATTRS: dict[str, tuple[str, ...]] = {
 # false would otherwise hang the caller); Model/Plan may pass another bound
 DEFAULT_MAX_ITERATIONS = 1 << 24
 
-RunBody = Callable[[str, list], list]
+RunBody = Callable[..., list]
 
 
 class LoopBoundError(KernelError):
@@ -60,6 +63,11 @@ def loop_counts(node_inputs: int, body: Graph, captures: int) -> tuple[int, int]
     return n, len(body.outputs) - 1 - n
 
 
+def _kept(v):
+    """A body output kept past the body's next run: a copy (lists and None are values already)."""
+    return np.array(v, copy=True) if isinstance(v, np.ndarray) else v
+
+
 def run_loop(attrs: dict, ins: list, run: RunBody, max_iterations: int = DEFAULT_MAX_ITERATIONS) -> list:
     body: Graph = attrs["body"]
     ncap = int(attrs.get("captures", 0))
@@ -76,12 +84,14 @@ def run_loop(attrs: dict, ins: list, run: RunBody, max_iterations: int = DEFAULT
         if limit is None and i >= max_iterations:
             raise LoopBoundError(f"Loop ran {max_iterations} iterations without its condition turning false "
                                  "(no trip count bounds it)")
-        outs = run("body", [np.array(i, np.int64), np.array(cond, np.bool_), *carried, *caps])
-        cond = bool(_scalar(outs[0], "Loop body condition output"))
+        outs = run("body", [np.int64(i), np.bool_(cond), *carried, *caps], len(caps) if i else 0)
+        c = outs[0]
+        cond = bool(c) if getattr(c, "size", 1) == 1 else bool(_scalar(c, "Loop body condition output"))
         carried = list(outs[1:1 + n])
         for s, v in zip(scans, outs[1 + n:]):
-            s.append(v)
+            s.append(_kept(v))
         i += 1
+    carried = [_kept(v) for v in carried] if i else carried
     stacked = []
     for j, s in enumerate(scans):
         if s:
@@ -124,10 +134,11 @@ def run_scan(attrs: dict, ins: list, run: RunBody) -> list:
     scans: list[list] = [[] for _ in range(k)]
     for t in range(length):
         elems = [np.take(x, length - 1 - t if d else t, axis=a) for x, a, d in zip(xs, in_axes, in_dirs)]
-        outs = run("body", states + elems + caps)
+        outs = run("body", states + elems + caps, len(caps) if t else 0)
         states = list(outs[:n])
         for s, v in zip(scans, outs[n:]):
-            s.append(np.asarray(v))
+            s.append(_kept(np.asarray(v)))
+    states = [_kept(v) for v in states] if length else states
     out_dirs = list(attrs.get("scan_output_directions") or [0] * k)
     results = []
     for j, s in enumerate(scans):
@@ -169,9 +180,9 @@ def _run_scan8(attrs: dict, ins: list, run: RunBody) -> list:
             outs = run("body", st + elems + list(caps))
             st = list(outs[:n])
             for s, v in zip(per, outs[n:]):
-                s.append(np.asarray(v))
+                s.append(_kept(np.asarray(v)))
         for f, v in zip(finals, st):
-            f.append(np.asarray(v))
+            f.append(_kept(np.asarray(v)))
         for o, s in zip(outs_b, per):
             o.append(np.stack(s))
     return [np.stack(f) for f in finals] + [np.stack(o) for o in outs_b]
@@ -192,8 +203,8 @@ def run_sequence_map(attrs: dict, ins: list, run: RunBody) -> list:
     results: list[list] = [[] for _ in body.outputs]
     for i in range(len(seq)):
         elems = [a[i] if isinstance(a, list) else a for a in args]
-        for r, v in zip(results, run("body", elems + caps)):
-            r.append(np.asarray(v))
+        for r, v in zip(results, run("body", elems + caps, len(caps) if i else 0)):
+            r.append(_kept(np.asarray(v)))
     return results
 
 
@@ -203,7 +214,7 @@ RUNNERS: dict[str, Callable[..., list]] = {"If": run_if, "Loop": run_loop, "Scan
 
 # -- reference kernels: the bodies run on the interpreter ---------------------------------------------------
 def _interpreted(attrs: dict) -> RunBody:
-    return lambda key, ins: eval_graph(attrs[key], list(ins))
+    return lambda key, ins, invariant=0: eval_graph(attrs[key], list(ins))
 
 
 def _reference(op: str):

@@ -36,8 +36,10 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def plan_memory(program) -> MemoryPlan:
-    """Decides in-place reuse (updating the program's views) and arena offsets; see the module doc."""
+def plan_memory(program, keep_inputs: bool = False) -> MemoryPlan:
+    """Decides in-place reuse (updating the program's views) and arena offsets; see the module doc.
+    ``keep_inputs``: the graph inputs' buffers live to the end (never reused, never taken in place), so a caller
+    may leave an input unchanged between runs (a control-flow body's captured values)."""
     values, steps = program.values, program.steps
     n = len(steps)
     end = n                                        # "read at the end": graph outputs
@@ -54,6 +56,9 @@ def plan_memory(program) -> MemoryPlan:
                 touch(v, k)
     for v in program.outputs:
         touch(v, end)
+    if keep_inputs:
+        for v in program.inputs:
+            touch(v, end)
 
     inplace: dict[int, int] = {}
     for k, st in enumerate(steps):

@@ -83,7 +83,7 @@ class Plan:
                         inner=True)
         self.program: Program = lower(graph, resolve, FAST if fast else {}, num_threads,
                                       lambda node: control_flow_impl(node, body_plan, **bound))
-        self.memory = plan_memory(self.program)
+        self.memory = plan_memory(self.program, keep_inputs=inner)
         self.kernels: list[KernelEntry] = self.program.kernels
         self.steps = [Step(s.node, s.impl.native, s.kernel, s.inputs, s.outputs) for s in self.program.steps]
         self.workspace = max((s.impl.workspace for s in self.program.steps), default=0)
@@ -103,6 +103,17 @@ class Plan:
         self.native_only = all(s.impl.native for s in self.program.steps)
         support = getattr(getattr(resolve, "library", None), "support", None)
         self.runner = support(RUN_SYMBOL) if support is not None else None
+
+    def acquire(self) -> "Executor":
+        """An executor of this plan for a caller's exclusive use (a Loop holds one for all its iterations)."""
+        try:
+            return self._free.pop()
+        except IndexError:
+            return Executor(self)
+
+    def release(self, ex: "Executor") -> None:
+        if len(self._free) < MAX_IDLE_EXECUTORS:
+            self._free.append(ex)
 
     def body_plans(self) -> list["Plan"]:
         """The plans of this plan's control-flow bodies, and of theirs, outermost first."""
@@ -190,6 +201,7 @@ class Executor:
         self.kernel_of = [s.kernel for s in prog.steps]
         self.kernels = prog.kernels
         self.steps = prog.steps
+        self.prog_root = prog.root
         self.bound: dict[int, list] = {}
         self.runner = plan.runner
         self.merged: dict[int, tuple[list, list]] = {}
@@ -279,6 +291,63 @@ class Executor:
         except Exception as e:
             raise self._step_error(k if first is None else first[k], e) from e
         out = [arr.copy() if arr is not None else _fresh(env[vid]) for arr, vid in self.outputs]
+        if self.has_dynamic:
+            env[:] = [None] * len(env)
+        return out
+
+
+    def _output_index(self) -> dict[int, int]:
+        got = getattr(self, "_out_ids", None)
+        if got is None:
+            got = self._out_ids = {id(a): k for k, a in enumerate(self.out_arrays) if a is not None}
+            self._clobber: dict = {}
+            read = {r for v in [v for st in self.steps for v in st.inputs] + [v for _, v in self.outputs]
+                    if v is not None for r in (v, self.prog_root(v))}
+            # the inputs a body run must feed: dynamic ones always (their cell is cleared after each run),
+            # buffers only when some step or output reads them (a Loop body often ignores the iteration number)
+            self._feeds = [(i, arr, vid) for i, (arr, vid) in enumerate(self.inputs) if arr is None or vid in read]
+        return got
+
+    def _clobbers(self, k: int, i: int, last: int) -> bool:
+        """Whether copying output ``k`` into input ``i`` can read bytes that copying another input overwrites
+        (the arena reuses an input's buffer for a later value): then output ``k`` is read out first."""
+        hit = self._clobber.get((k, i, last))
+        if hit is None:
+            src = self.out_arrays[k]
+            hit = any(arr is not None and np.may_share_memory(src, arr) and not (j == i and arr is src)
+                      for j, (arr, _) in enumerate(self.inputs[:last]))
+            self._clobber[(k, i, last)] = hit
+        return hit
+
+    def run_in_place(self, inputs: Sequence, nt: int, keep: int = 0) -> list:
+        """One body run for control flow (runtime/control_flow.py): like ``run`` but the last ``keep`` inputs
+        are not copied again (the caller fed the same values to this executor's previous run: a Loop's captured
+        values), and the outputs are this executor's own buffers, valid until its next run (the caller copies
+        what it keeps: a Loop feeds carried values straight back in, one copy instead of two)."""
+        env = self.env
+        calls, first = self.merged_calls(nt)
+        last = len(self.inputs) - keep
+        own = self._output_index()
+        # an output fed back (a carried value) is read out first when the arena put it where another input is
+        # copied (an output may be a view of an input buffer): all reads before any write
+        for i, arr, _ in self._feeds:
+            k = own.get(id(inputs[i]))
+            if k is not None and arr is not None and i < last and self._clobbers(k, i, last):
+                inputs = [x.copy() if id(x) in own else x for x in inputs]
+                break
+        for i, arr, vid in self._feeds:
+            if arr is None:
+                env[vid] = inputs[i]
+            elif i < last:
+                arr[...] = inputs[i]
+        try:
+            for k, f in enumerate(calls):
+                f()
+        except ConverterError:
+            raise
+        except Exception as e:
+            raise self._step_error(first[k], e) from e
+        out = [arr if arr is not None else env[vid] for arr, vid in self.outputs]
         if self.has_dynamic:
             env[:] = [None] * len(env)
         return out
