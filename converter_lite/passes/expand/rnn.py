@@ -1,4 +1,5 @@
-"""Recurrent layers (LSTM, GRU, RNN) of a few time steps -> MatMuls and gate arithmetic, unrolled.
+"""Recurrent layers (LSTM, GRU, RNN) of up to ``MAX_UNROLL_STEPS`` time steps -> MatMuls and gate arithmetic,
+unrolled.
 
 Streaming models (voice-activity detectors, keyword spotters, per-token decoders) run an LSTM on one to a
 few steps per call; interpreting it costs far more than its arithmetic.  Unrolled, each step is one MatMul
@@ -27,7 +28,10 @@ from ...ops.builder import BValue, GraphBuilder
 from .emit import input_value, maximum, minimum, output_used, reshape, sigmoid, tanh
 from .registry import Declined, expander
 
-MAX_UNROLL_STEPS = 16
+# Unrolled, consecutive steps run as one foreign call of native steps.  Measured (bidirectional LSTM, hidden 96,
+# batch 1, one thread): 64 steps 0.51 ms (onnxruntime 0.29 ms, the interpreted layer 5.1 ms), conversion 5.0 s;
+# 96 steps 0.87 ms (0.42 ms), conversion 6.3 s.  Longer sequences stay one node (reference kernel).
+MAX_UNROLL_STEPS = 96
 _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 _DEFAULTS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh"), "RNN": ("Tanh",)}
 _ACTS = {"sigmoid": sigmoid, "tanh": tanh, "relu": lambda x: maximum(x, 0.0)}
