@@ -245,8 +245,7 @@ def _run(opts: BenchmarkOptions, name: str, report: dict, out: Printer, err: Pri
     else:
         feeds = random_inputs(model, seed=opts.seed)
         source = f"random (seed {opts.seed})"
-    report["inputs"] = {"source": source, "tensors": {n: {"dtype": str(a.dtype), "shape": list(a.shape)}
-                                                     for n, a in feeds.items()}}
+    report["inputs"] = {"source": source, "tensors": {n: _describe(a) for n, a in feeds.items()}}
     if opts.benchmark_data_file or opts.compare_model:
         _accuracy(opts, model, feeds, report, out, err)
     else:
@@ -254,9 +253,23 @@ def _run(opts: BenchmarkOptions, name: str, report: dict, out: Printer, err: Pri
         _memory(model, feeds, rss, report, out)
 
 
+def _describe(a) -> dict:
+    """A feed for the report: dtype and shape, or a sequence's length and its elements'."""
+    if isinstance(a, list):
+        return {"sequence": [_describe(x) for x in a]}
+    if a is None:
+        return {"optional": None}
+    return {"dtype": str(a.dtype), "shape": list(a.shape)}
+
+
 def _accuracy(opts, model, feeds, report, out, err) -> None:
     from .accuracy import compare_outputs, failure_lines, fmt, read_calibration
 
+    kinds = [f"{n} ({t})" for n, t in zip(model.input_names + model.output_names,
+                                          model.input_types + model.output_types) if not t.is_tensor]
+    if kinds:
+        raise ConverterError(RET_INPUT_PARAM_INVALID, "accuracy checks (--benchmarkDataFile, --compareModel) "
+                                                      f"compare tensors; this model has {', '.join(kinds)}")
     out("MarkAccuracy")
     for i, a in enumerate(feeds.values()):
         flat = np.asarray(a).reshape(-1)[:IN_DATA_SHOWN]

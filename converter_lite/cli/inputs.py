@@ -35,11 +35,25 @@ def random_inputs(model, seed: int = 0) -> dict[str, np.ndarray]:
         t: TensorType = value.type
         low, high = ranges.get(value.name) or _default_range(value)
         try:
-            feeds[value.name] = random_array(rng, t, low, high)
+            feeds[value.name] = random_value(rng, t, low, high)
         except MemoryError as e:        # e.g. a declared dim of 10**12: fail cleanly, naming the input
             raise ConverterError(RET_ERROR, f"input {value.name!r} ({t}) is too large to allocate on this host: "
                                             f"{e}") from None
     return feeds
+
+
+SEQUENCE_ELEMENTS = 3
+ELEMENT_SHAPE = (4,)     # a sequence's or optional's elements have no declared shape: small vectors
+
+
+def random_value(rng: np.random.Generator, t: TensorType, low: float, high: float):
+    """A random feed of ``t``'s kind: an array, a list of arrays for a sequence, the element for an optional."""
+    if t.is_tensor:
+        return random_array(rng, t, low, high)
+    elem = TensorType(t.dtype, ELEMENT_SHAPE)
+    if t.kind.endswith("sequence"):
+        return [random_array(rng, elem, low, high) for _ in range(SEQUENCE_ELEMENTS)]
+    return random_array(rng, elem, low, high)
 
 
 def random_array(rng: np.random.Generator, t: TensorType, low: float, high: float) -> np.ndarray:
@@ -84,6 +98,9 @@ def read_input_files(model, paths: Sequence[str]) -> dict[str, np.ndarray]:
                    f"{', '.join(names)}")
     feeds = {}
     for path, value in zip(paths, inputs):
+        if not value.type.is_tensor:
+            raise _bad(f"input {value.name!r} is a {value.type.kind}; --inDataFile gives tensors only (feed "
+                       "sequences and optionals through the Python API)")
         if path.lower().endswith(".npy"):
             feeds[value.name] = _check(np.load(path, allow_pickle=False), value, path)
         else:

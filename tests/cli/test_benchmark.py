@@ -269,3 +269,18 @@ def test_console_script(chain_ms):
     p = subprocess.run([exe, f"--modelFile={chain_ms}", "--loopCount=2"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().splitlines()[-1] == "Run Benchmark chain.ms Success."
+
+
+def test_sequence_input_model_benchmarks_and_refuses_accuracy_clearly(tmp_path):
+    """Issue 16: random feeds for a sequence input are lists of arrays; accuracy modes say they compare tensors."""
+    import converter_lite
+
+    seq_t = oh.make_sequence_type_proto(oh.make_tensor_type_proto(1, None))
+    g = oh.make_graph([oh.make_node("SequenceLength", ["seq"], ["n"])], "g", [oh.make_value_info("seq", seq_t)],
+                      [oh.make_tensor_value_info("n", 7, [])])
+    ms = converter_lite.convert(oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)], ir_version=10),
+                                str(tmp_path / "seq"))
+    r = bench(f"--modelFile={ms}", "--loopCount=3", "--warmUpLoopCount=1")
+    assert r.exit_code == 0 and "Run Benchmark seq.ms Success." in r.output, r.output
+    r = bench(f"--modelFile={ms}", f"--compareModel={tmp_path / 'none.onnx'}")
+    assert r.exit_code != 0 and "compare tensors" in r.output and "sequence" in r.output, r.output
