@@ -20,8 +20,11 @@ models: $(STAMP)
 run: $(STAMP)
 	$(PY) -m tools.demo
 
+# a private kernel cache, emptied before and after: the tests start cold and leave nothing in ~/.cache
+TEST_CACHE = $(CURDIR)/.test-kernel-cache
 test: $(STAMP)
-	$(PY) -m pytest -n 2 tests
+	rm -rf $(TEST_CACHE)
+	CONVERTER_LITE_CACHE_DIR=$(TEST_CACHE) $(PY) -m pytest -n 2 tests; status=$$?; rm -rf $(TEST_CACHE); exit $$status
 
 bench: $(STAMP)
 	$(PY) -m tools.bench

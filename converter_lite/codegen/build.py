@@ -74,7 +74,8 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
 
     Args:
         target: graph-kernel flags ``cpu_arch``/``cpu_type``/``cpu_feature``; empty = the host CPU.
-        cache_dir: on-disk kernel cache; None = ``~/.cache/converter_lite/kernels``, "" = no cache.
+        cache_dir: on-disk kernel cache; None = ``$CONVERTER_LITE_CACHE_DIR`` or ``~/.cache/converter_lite/kernels``,
+            "" = no cache.  Its size is capped (``CONVERTER_LITE_CACHE_MAX_SIZE``, cache.py).
         drivers: the hand-written drivers to link, symbol -> emitter (kernels/registry.py ``emitters``).
         num_threads_hint: <= 1 compiles every kernel single-threaded (no libgomp dependency).
         parallel_threshold: kernels with less work (elements of the largest stage) stay single-threaded.
@@ -153,6 +154,7 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
         ll = _merged_ir(lib, list(texts.values()) + [pool_ir, exports_ir]).encode()
         cache.put(bundle_key, ".so", so)
         cache.put(bundle_key, ".ll", ll)
+        cache.trim()                               # the cap (cache.py): least recently used entries go
     meta = dict(tspec.fingerprint(), codegen_version=CODEGEN_VERSION, so_sha256=hashlib.sha256(so).hexdigest(),
                 openmp=True, support=sorted(drivers),
                 kernels=[s.to_json() for s in specs.values()])

@@ -71,3 +71,67 @@ def test_parallel_builds_share_one_cache(tmp_path):
     assert len({o for o, _ in outs}) == 1 and outs[0][0].startswith(b"\x7fELF")
     leftovers = [f for _, _, files in os.walk(tmp_path) for f in files if f.startswith(".tmp_")]
     assert not leftovers
+
+
+# -- the size cap (issue 18) ------------------------------------------------------------------------------------
+def test_parse_size():
+    from converter_lite.codegen.cache import parse_size
+    assert parse_size("300M") == 300 << 20 and parse_size("1g") == 1 << 30 and parse_size("4096") == 4096
+    assert parse_size("1.5KiB") == 1536 and parse_size("0") == 0
+    for bad in ("lots", "-1M", "12Q"):
+        with pytest.raises(ValueError, match="CONVERTER_LITE_CACHE_MAX_SIZE"):
+            parse_size(bad)
+
+
+def test_a_bad_cap_in_the_environment_is_a_clear_error(monkeypatch):
+    from converter_lite.codegen.cache import default_max_bytes
+    from converter_lite.errors import ConverterError
+    monkeypatch.setenv("CONVERTER_LITE_CACHE_MAX_SIZE", "big")
+    with pytest.raises(ConverterError) as e:
+        default_max_bytes()
+    assert e.value.code == -600 and "CONVERTER_LITE_CACHE_MAX_SIZE" in str(e.value)
+
+
+def test_trim_evicts_the_least_recently_used_down_to_the_low_water_mark(tmp_path):
+    from converter_lite.codegen.cache import LOW_WATER
+    cache = KernelCache(str(tmp_path), max_bytes=100_000)
+    keys = [content_key(str(i)) for i in range(20)]
+    for i, key in enumerate(keys):
+        cache.put(key, ".o", bytes(10_000))
+        os.utime(cache._path(key, ".o"), (1_000_000 + i, 1_000_000 + i))   # entry i used at time i
+    assert cache.size() == 200_000
+    assert cache.get(keys[0], ".o") is not None                              # the oldest, used just now
+    removed = cache.trim()
+    assert cache.size() <= 100_000 * LOW_WATER and removed == 12
+    assert cache.get(keys[0], ".o") is not None                              # kept: recently used
+    assert cache.get(keys[1], ".o") is None and cache.get(keys[19], ".o") is not None
+    assert KernelCache(str(tmp_path), max_bytes=0).trim(force=True) == 0    # 0: no cap
+
+
+def test_the_cap_holds_with_two_processes_filling_one_cache(tmp_path):
+    """Two writers over a 200 KB cap, each trimming after its puts: no error, and the cache ends under the cap."""
+    script = textwrap.dedent(f"""
+        import os, sys
+        from converter_lite.codegen.cache import KernelCache, content_key
+        c = KernelCache({str(tmp_path)!r}, max_bytes=200_000)
+        for i in range(60):
+            c.put(content_key(sys.argv[1], str(i)), ".o", os.urandom(8_000))
+            if i % 5 == 4:
+                c.trim()
+        """)
+    procs = [subprocess.Popen([sys.executable, "-c", script, tag]) for tag in ("a", "b")]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    assert KernelCache(str(tmp_path)).size() <= 200_000
+
+
+def test_two_concurrent_conversions_stay_under_the_cap(tmp_path):
+    """The cap through the converter: CONVERTER_LITE_CACHE_DIR/_MAX_SIZE, two conversions at once."""
+    models = os.path.join(os.path.dirname(__file__), "..", "..", "models")
+    env = dict(os.environ, CONVERTER_LITE_CACHE_DIR=str(tmp_path / "cache"), CONVERTER_LITE_CACHE_MAX_SIZE="1M")
+    cmds = [[sys.executable, "-m", "converter_lite.cli.converter", "--fmk=ONNX",
+             f"--modelFile={os.path.join(models, name)}.onnx", f"--outputFile={tmp_path / name}",
+             f"--configFile={os.path.join(models, '..', 'cfg', 'akg.cfg')}"] for name in ("conv_net", "mlp_block")]
+    procs = [subprocess.Popen(c, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for c in cmds]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    assert 0 < KernelCache(str(tmp_path / "cache")).size() <= 1 << 20
