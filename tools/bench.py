@@ -231,7 +231,7 @@ def method_lines(args, budget: Budget, with_openvino: bool) -> list[str]:
         "the order rotates; bench_timing.py), after "
         f"{budget.warmup} warm-up runs each; rounds until at least {budget.min_rounds} rounds "
         f"and {budget.min_seconds:g} s, at most {budget.max_seconds:g} s per model (then at least "
-        f"{budget.floor_rounds} rounds). Wall time of each run call; median and p90."),
+        f"{budget.floor_rounds} rounds). Wall time of each run call; median, p90 and p99 (the table gives p99/median)."),
         ("- Inputs: seeded random data (cli/inputs.py); token ids uniform in [0, 500) for the "
         "real-architecture models."),
         ("- Accuracy: one run of each engine, max|ours - onnxruntime| / max|onnxruntime| over the outputs; "

@@ -59,8 +59,12 @@ class Samples:
     def p90(self) -> float:
         return float(np.percentile(self.times_ms, 90))
 
+    @property
+    def p99(self) -> float:
+        return float(np.percentile(self.times_ms, 99))
+
     def summary(self) -> dict:
-        return {"median_ms": self.median, "p90_ms": self.p90, "min_ms": min(self.times_ms),
+        return {"median_ms": self.median, "p90_ms": self.p90, "p99_ms": self.p99, "min_ms": min(self.times_ms),
                 "runs": len(self.times_ms)}
 
 

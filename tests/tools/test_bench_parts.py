@@ -90,8 +90,8 @@ def test_table_and_summary():
                                           "O2": Samples([2.0])})
     c = ModelResult("c", "sample", error="convert: ConverterError: boom")
     lines = table_lines([a, b, c], with_openvino=False)
-    assert lines[2] == ("| a | 2.00 (2.00) | 4.00 (4.00) | 1.00 (1.00) | 0.50 | 2.00 | 4.00 | 1.5, 3.0 | "
-                        "2.0, err | 1.0e-07, 2.0e-07 |")
+    assert lines[2] == ("| a | 2.00 (2.00) | 4.00 (4.00) | 1.00 (1.00) | 0.50 | 2.00 | 4.00 | 1.00, 1.00 | "
+                        "1.5, 3.0 | 2.0, err | 1.0e-07, 2.0e-07 |")
     assert lines[3].startswith("| b | 1.00 (1.00) |") and "| -, - |" in lines[3]
     assert lines[4].startswith("| c | - |") and lines[4].endswith("| failed: convert: ConverterError: boom |")
     assert len({line.count(" | ") for line in lines[2:]}) == 1                 # same column count
@@ -101,7 +101,10 @@ def test_table_and_summary():
     assert summary[1].startswith("Geometric mean O2/ORT over real-architecture models (1): 0.500 ")
     assert summary[2].startswith("Geometric mean O2/ORT over zoo models (models/zoo, held-out stand-ins) (1): 3.000")
     assert summary[3] == "Slowest relative to ORT at O2: b (2.00x)"
-    assert summary[4] == "Problems: c (convert: ConverterError: boom)"
+    assert summary[4] == "p99 above 2x the median at O2: none"
+    assert summary[5] == "Problems: c (convert: ConverterError: boom)"
+    tail = ModelResult("t", "sample", times={"onnxruntime": Samples([1.0] * 99), "O2": Samples([1.0] * 98 + [9.0] * 2)})
+    assert "t (" in summary_lines([tail])[-1] and "p99 above 2x" in summary_lines([tail])[-1]
     assert "OV ms (p90)" in table_lines([a], with_openvino=True)[0]
     assert geomean([]) is None and math.isclose(geomean([2.0, 8.0]), 4.0)
 
