@@ -96,29 +96,34 @@ class Model:
         return any(k.native for k in self.kernels) or any(k.native for p in self.plan.body_plans()
                                                             for k in p.kernels)
 
-    def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def run(self, feeds: Mapping[str, Any], outputs: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
         """Runs the model.  ``feeds`` maps every input name to an array of the declared dtype and shape.
 
-        Returns the outputs by name, in graph-output order; an output that would be a read-only view of the
-        model's constants is returned as a copy, so every output can be modified in place.  Raises ConverterError(-600) naming the input on a
-        missing/unknown name or a dtype/shape mismatch, and ConverterError(-303) naming the node when a kernel
-        fails.
+        Returns the outputs by name, in graph-output order.  Every returned array is the caller's own: never an
+        input, a constant or a buffer a later run reuses.  ``outputs`` (IO binding) maps output names to
+        preallocated arrays of the declared dtype and shape, which the run writes into and returns.  Inputs are
+        read in place where they are large, C-contiguous, aligned and of the declared dtype and only fused
+        kernels read them, and outputs are written straight into the arrays returned, so
+        a run does not copy them (runtime/plan.py).  Raises ConverterError(-600) naming the input or output on
+        a missing/unknown name or a dtype/shape mismatch, and ConverterError(-303) naming the node when a
+        kernel fails.
         """
         if self._reshaper is not None:              # dynamic dims fed at other sizes: runtime/respecialize.py
             shapes = self._reshaper.shapes_for(feeds)
             if shapes is not None:
-                return self._reshaper.model_for(shapes).run(feeds)
+                return self._reshaper.model_for(shapes).run(feeds, outputs)
         inputs = self._plain_feeds(feeds)
         if inputs is None:
             inputs = self.check_feeds(feeds)
         if self._guards:
             self._check_guards(inputs)
+        bound = None if outputs is None else self._bound_outputs(outputs)
         try:
             if self.plan.native_only:
-                outs = self.plan.execute(inputs)
+                outs = self.plan.execute(inputs, outputs=bound)
             else:
                 with np.errstate(all="ignore"):    # ONNX semantics: inf/nan results are values, not warnings
-                    outs = self.plan.execute(inputs)
+                    outs = self.plan.execute(inputs, outputs=bound)
         except MemoryError:
             raise ConverterError(RET_MEMORY_FAILED, f"{os.path.basename(self.path)}: not enough memory to run the "
                                                     "model (its working buffers could not be allocated)") from None
@@ -153,6 +158,25 @@ class Model:
             raise _bad(f"input {bad!r}: shape {list(want[bad])} cannot be used; the model was converted for "
                        f"{self._inputs[bad][1]}{dyn} (re-convert with --inputShape to change fixed dims)")
         return self._reshaper.model_for(target)
+
+    def _bound_outputs(self, outputs: Mapping[str, np.ndarray]) -> list:
+        """``outputs`` checked (names, dtypes, shapes, writable arrays) and listed by output position."""
+        if not isinstance(outputs, Mapping):
+            raise _bad(f"outputs must be a dict of output name -> array, got {type(outputs).__name__}")
+        bound: list = [None] * len(self.output_names)
+        index = {n: i for i, n in enumerate(self.output_names)}
+        for name, arr in outputs.items():
+            if name not in index:
+                raise _bad(f"outputs: unknown output {name!r}; the model's outputs are {self.output_names}")
+            t = self.output_types[index[name]]
+            if not t.is_tensor or t.shape is None:
+                raise _bad(f"outputs: output {name!r} ({t}) has no fixed shape; it cannot be preallocated")
+            if not isinstance(arr, np.ndarray) or arr.dtype != t.dtype.np or arr.shape != t.shape \
+                    or not arr.flags.writeable:
+                got = f"{arr.dtype} {list(arr.shape)}" if isinstance(arr, np.ndarray) else type(arr).__name__
+                raise _bad(f"outputs: {name!r} needs a writable array of {t}, got {got}")
+            bound[index[name]] = arr
+        return bound
 
     def _check_guards(self, inputs: list) -> None:
         for pos, name, value in self._guards:

@@ -182,6 +182,11 @@ class NativeKernel:
         def run() -> None:
             fn(argv, nt)
         run.buffers = keep                                  # type: ignore[attr-defined]
+        if all(a is b for a, b in zip(ins, inputs)):
+            # the argument words (inputs, then outputs), which a caller may point at other arrays of the same
+            # dtype, shape and layout between calls (plan.Executor's zero-copy I/O); the records of a merged
+            # run of native steps read them from here too
+            run.io_argv = argv                              # type: ignore[attr-defined]
         return tag(run, ctypes.cast(fn, ctypes.c_void_p).value, 2, ctypes.addressof(argv), nt)
 
 

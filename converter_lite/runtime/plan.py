@@ -33,6 +33,7 @@ native kernel runs in 1.5 us through ``Model.run``, 0.3 us of them the foreign c
 """
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -128,10 +129,16 @@ class Plan:
         return self.memory.arena_bytes
 
     def execute(self, inputs: Sequence[np.ndarray], timings: list[float] | None = None,
-                num_threads: int | None = None) -> list[np.ndarray]:
+                num_threads: int | None = None, outputs: Sequence | None = None) -> list[np.ndarray]:
         """Runs the plan on ``inputs`` (graph-input order).  With ``timings`` (one float per kernel, see
         ``kernels``), adds each kernel's wall time in seconds to it.  ``num_threads`` overrides the thread
-        count of this run (default: the chooser's choice, or the plan's).  Returns new arrays."""
+        count of this run (default: the chooser's choice, or the plan's).  ``outputs`` (one array or None per
+        graph output, checked by the caller) are written into and returned (IO binding).  Returns new arrays.
+
+        Zero-copy I/O (``Executor._io_direct``): a large input only fused native kernels read is read in place
+        when it is C-contiguous, aligned and of the declared dtype and shape; a large output one native
+        kernel writes is written straight into the array returned.  An output is never an input's or a
+        constant's memory, nor a buffer a later run reuses."""
         chooser = None
         if num_threads is not None:
             nt = num_threads
@@ -150,19 +157,19 @@ class Plan:
         try:
             if chooser is None:
                 if not self.uses_blas:
-                    return ex.run(inputs, timings, nt)
+                    return ex.run(inputs, timings, nt, outputs)
                 blas_enter(nt)
                 try:
-                    return ex.run(inputs, timings, nt)
+                    return ex.run(inputs, timings, nt, outputs)
                 finally:
                     blas_exit()
             t0 = time.perf_counter()
             if not self.uses_blas:
-                out = ex.run(inputs, timings, nt)
+                out = ex.run(inputs, timings, nt, outputs)
             else:
                 blas_enter(nt)
                 try:
-                    out = ex.run(inputs, timings, nt)
+                    out = ex.run(inputs, timings, nt, outputs)
                 finally:
                     blas_exit()
             chooser.record(nt, time.perf_counter() - t0)
@@ -202,6 +209,10 @@ class Executor:
         self.kernels = prog.kernels
         self.steps = prog.steps
         self.prog_root = prog.root
+        self.prog = prog
+        self.direct: dict[int, _DirectIO | None] = {}   # per thread count: zero-copy I/O (``_io_direct``)
+        self.patched: list = []                         # argument slots pointing at a caller's array now
+        self.pools: dict[int, list] = {}                # output position -> blocks for fresh outputs
         self.bound: dict[int, list] = {}
         self.runner = plan.runner
         self.merged: dict[int, tuple[list, list]] = {}
@@ -249,8 +260,13 @@ class Executor:
             label += f" (from ONNX node{'s' if len(sources) > 1 else ''} {shown}{more})"
         return label
 
-    def run(self, inputs: Sequence[np.ndarray], timings: list[float] | None, nt: int = 1) -> list[np.ndarray]:
+    def run(self, inputs: Sequence[np.ndarray], timings: list[float] | None, nt: int = 1,
+            outputs: Sequence | None = None) -> list[np.ndarray]:
+        """One run; ``outputs`` (per graph output: an array to write into, or None) is IO binding."""
         if timings is None and not self.has_dynamic:
+            direct = self._io_direct(nt)
+            if direct is not None or outputs is not None:
+                return self._run_direct(direct, inputs, nt, outputs)
             # the short path (every value has its buffer): no per-value checks, no loop for one input or one
             # output (mynet, one kernel: Model.run 2.0 -> 1.5 us)
             calls, first = self.merged_calls(nt)
@@ -268,6 +284,7 @@ class Executor:
             except Exception as e:
                 raise self._step_error(first[calls.index(f)], e) from e
             return [oa[0].copy()] if len(oa) == 1 else [a.copy() for a in oa]
+        self._restore()
         env = self.env
         calls, first = self.merged_calls(nt) if timings is None else (self.calls(nt), None)
         for (arr, vid), a in zip(self.inputs, inputs):
@@ -293,6 +310,121 @@ class Executor:
         out = [arr.copy() if arr is not None else _fresh(env[vid]) for arr, vid in self.outputs]
         if self.has_dynamic:
             env[:] = [None] * len(env)
+        if outputs is not None:
+            out = [_into(given, o) for given, o in zip(outputs, out)]
+        return out
+
+    # -- zero-copy I/O ------------------------------------------------------------------------------------
+    def _io_direct(self, nt: int) -> "_DirectIO | None":
+        """Which graph inputs native steps can read from the caller's array, and which outputs they can write
+        straight into the array returned (see ``_DirectIO``); None when none can (a plan of small values)."""
+        if nt in self.direct:
+            return self.direct[nt]
+        prog, calls = self.prog, self.calls(nt)
+        readers: dict[int, list | None] = {}
+        writers: dict[int, list | None] = {}
+        for st, f in zip(self.steps, calls):
+            argv = getattr(f, "io_argv", None)
+            ok = argv is not None and len(argv) == len(st.inputs) + len(st.outputs)
+            for p, v in enumerate(st.inputs):
+                if v is not None and readers.get(v, []) is not None:
+                    readers[v] = readers.get(v, []) + [(argv, p)] if ok else None
+            for k, o in enumerate(st.outputs):
+                if writers.get(o, []) is not None:
+                    writers[o] = writers.get(o, []) + [(argv, len(st.inputs) + k)] if ok else None
+        aliased: set[int] = set()          # values whose bytes a view no step writes also reads (a Reshape)
+        for vid, v in enumerate(prog.values):
+            if v.base is not None and vid not in writers:
+                b = v.base
+                while b is not None:
+                    aliased.add(b)
+                    b = prog.values[b].base
+        ins_pos = [vid for _, vid in self.inputs]
+        outs_pos = [vid for _, vid in self.outputs]
+        ins, outs = [], []
+        for pos, (arr, vid) in enumerate(self.inputs):
+            slots = readers.get(vid)
+            if arr is not None and arr.nbytes >= ZERO_COPY_BYTES and slots and vid not in aliased \
+                    and prog.is_buffer(vid) and ins_pos.count(vid) == 1 and vid not in outs_pos:
+                ins.append((pos, arr, tuple(slots), arr.ctypes.data))
+        for pos, (arr, vid) in enumerate(self.outputs):
+            w, r = writers.get(vid), readers.get(vid, [])
+            if arr is not None and arr.nbytes >= ZERO_COPY_BYTES and w and len(w) == 1 and r is not None \
+                    and vid not in aliased and outs_pos.count(vid) == 1 and vid not in ins_pos \
+                    and prog.values[vid].const is None:
+                outs.append((pos, arr, tuple(w) + tuple(r), arr.ctypes.data))
+        got = self.direct[nt] = _DirectIO(ins, outs) if ins or outs else None
+        return got
+
+    def _fresh_output(self, pos: int, arr: np.ndarray) -> np.ndarray:
+        """A new array for output ``pos``, 64-byte aligned: a block of this executor's pool that no caller holds
+        any more (its pages are already mapped: writing fresh pages costs as much as the kernel), else a new
+        one.  A returned array keeps its block alive (numpy's ``base``), so a block the caller still holds, or
+        any view of it, is never handed out again."""
+        pool = self.pools.setdefault(pos, [])
+        for owner in pool:
+            if sys.getrefcount(owner) == 3:             # the pool's list, this loop, getrefcount's argument
+                break
+        else:
+            owner = np.empty(arr.nbytes + ALIGN, np.uint8)
+            if len(pool) < POOLED_OUTPUTS:
+                pool.append(owner)
+        skip = (-owner.ctypes.data) % ALIGN
+        return owner[skip:skip + arr.nbytes].view(arr.dtype).reshape(arr.shape)
+
+    def _restore(self) -> None:
+        """Points every argument slot a zero-copy run redirected back at its arena buffer."""
+        for argv, i, addr in self.patched:
+            argv[i] = addr
+        self.patched = []
+
+    def _run_direct(self, direct, inputs: Sequence, nt: int, outputs: Sequence | None) -> list:
+        """The short path with zero-copy I/O: a C-contiguous, aligned input of the right dtype and shape is read
+        where it is (others are copied into the arena), outputs are written straight into the
+        arrays returned (fresh ones, or the caller's ``outputs``), so a run moves each byte once."""
+        calls, first = self.merged_calls(nt)
+        self._restore()
+        patched = self.patched
+        d_in = {} if direct is None else {pos: (slots, home) for pos, _, slots, home in direct.ins}
+        d_out = {} if direct is None else {pos: (slots, home) for pos, _, slots, home in direct.outs}
+        for pos, ((arr, _), a) in enumerate(zip(self.inputs, inputs)):
+            got = d_in.get(pos)
+            if got is not None and _readable_in_place(a, arr):
+                addr = a.ctypes.data
+                for argv, i in got[0]:
+                    argv[i] = addr
+                    patched.append((argv, i, got[1]))
+            else:
+                arr[...] = a
+        results: list = [None] * len(self.outputs)
+        for pos, (arr, _) in enumerate(self.outputs):
+            got = d_out.get(pos)
+            if got is None:
+                continue
+            given = None if outputs is None else outputs[pos]
+            if given is not None and not (_readable_in_place(given, arr) and given.flags.writeable and
+                                          not any(np.may_share_memory(given, a) for a in inputs
+                                                  if isinstance(a, np.ndarray))):
+                continue                                # written into the caller's array by a copy below
+            o = given if given is not None else self._fresh_output(pos, arr)
+            addr = o.ctypes.data
+            for argv, i in got[0]:
+                argv[i] = addr
+                patched.append((argv, i, got[1]))
+            results[pos] = o
+        try:
+            for f in calls:
+                f()
+        except ConverterError:
+            raise
+        except Exception as e:
+            raise self._step_error(first[calls.index(f)], e) from e
+        out = []
+        for pos, ((arr, _), r) in enumerate(zip(self.outputs, results)):
+            given = None if outputs is None else outputs[pos]
+            if r is None:
+                r = arr.copy() if given is None else _into(given, arr)
+            out.append(r)
         return out
 
 
@@ -324,6 +456,7 @@ class Executor:
         are not copied again (the caller fed the same values to this executor's previous run: a Loop's captured
         values), and the outputs are this executor's own buffers, valid until its next run (the caller copies
         what it keeps: a Loop feeds carried values straight back in, one copy instead of two)."""
+        self._restore()
         env = self.env
         calls, first = self.merged_calls(nt)
         last = len(self.inputs) - keep
@@ -372,6 +505,34 @@ def product_work(node: Node) -> float:
         return float(np.prod([int(d) for d in out])) * int(k)
     except (AttributeError, IndexError, TypeError, ValueError):
         return float("inf")
+
+
+ZERO_COPY_BYTES = 1 << 16      # smaller inputs/outputs are copied: the checks would cost more than the copy
+POOLED_OUTPUTS = 2             # blocks kept per output for fresh outputs (a caller often holds the last result)
+
+
+@dataclass(frozen=True)
+class _DirectIO:
+    """Per zero-copy input/output: (position, arena array, argument slots (ctypes array, index), arena address).
+    An input's slots are its native readers'; an output's, its one native writer's and its native readers'."""
+    ins: list
+    outs: list
+
+
+def _readable_in_place(a, arr: np.ndarray) -> bool:
+    """A caller's array a fused kernel can use for ``arr``: same dtype and shape, C-contiguous, element-aligned
+    (fused kernels load with element alignment and test a pointer's 64-byte alignment before streaming stores)."""
+    return (type(a) is np.ndarray and a.dtype == arr.dtype and a.shape == arr.shape and a.flags.c_contiguous
+            and a.flags.aligned)
+
+
+def _into(given, value):
+    """IO binding: ``value`` written into the caller's array ``given`` (checked by Model.run), which is returned;
+    without one, ``value`` itself."""
+    if given is None:
+        return value
+    np.copyto(given, value, casting="unsafe")
+    return given
 
 
 def _fresh(value):
