@@ -208,6 +208,19 @@ def _control_flow(threads: int, quick: bool) -> list[str]:
     return text
 
 
+def _api(threads: int, quick: bool) -> list[str]:
+    """The micro-benchmark through Model.run (tools/bench_api.py), or [] when it fails."""
+    from . import bench_api
+    try:
+        cfg = MICRO_QUICK if quick else MICRO
+        text = bench_api.lines(bench_api.measure(cfg["size"], threads, quick))
+    except Exception as e:  # noqa: BLE001 - the model table still stands
+        print(f"API micro-benchmark failed: {_short(e)}")
+        return []
+    print("\n".join(text))
+    return text
+
+
 def _wild(threads: int, quick: bool) -> list[str]:
     """The real-model table (tools/wild_models.py) when `make wild-models` fetched them, else a one-line note."""
     from . import wild_models
@@ -303,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     conversion = _conversion(args.micro and not args.quick)
     control_flow = _control_flow(args.threads, args.quick) if not only else []
     wild = _wild(args.threads, args.quick) if not only else []
+    api = _api(args.threads, args.quick) if args.micro and not only else []
     table = table_lines(results, with_openvino)
     summary = summary_lines(results)
     targets = target_lines([r for r in results if r.group != "zoo"], TRANSFORMERS)
@@ -321,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         text = results_markdown(table, summary, micro_lines(micro, shape, args.threads),
                                 machine_lines(args.threads, extra, load_at_start),
                                 method_lines(args, budget, with_openvino), targets, conversion, control_flow,
-                                wild)
+                                wild, api)
         write_text(out, text)
         print(f"wrote {out}")
     return 1 if any(r.error for r in results) else 0

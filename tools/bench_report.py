@@ -231,7 +231,7 @@ def loadavg() -> str:
 
 def results_markdown(table: list[str], summary: list[str], micro: list[str], machine: list[str],
                      method: list[str], targets: list[str] = (), conversion: list[str] = (),
-                     control_flow: list[str] = (), wild: list[str] = ()) -> str:
+                     control_flow: list[str] = (), wild: list[str] = (), api: list[str] = ()) -> str:
     parts = ["# `make bench` results", "",
              ("Written by `python -m tools.bench` (`make bench`); numbers from one run on the "
              "machine below.  Latencies in ms: median (p90)."), "",
@@ -239,6 +239,7 @@ def results_markdown(table: list[str], summary: list[str], micro: list[str], mac
              "## Models", *table, "", *summary, "",
              "## Targets (issue 5)", *targets, "",
              "## Fused elementwise micro-benchmark", *micro, "",
+             *(["## The same chain through Model.run (issue 18)", *api, ""] if api else []),
              *(["## Conversion time", *conversion, ""] if conversion else []),
              *(["## Control flow (issue 16)", *control_flow, ""] if control_flow else []),
              *(["## Real models from public wheels (issue 16, `make wild-models`)", *wild, ""] if wild else []),

@@ -142,3 +142,4 @@ def test_constant_output_is_a_copy(tmp_path):
     out = model.run({"x": np.ones(4, np.float32)})
     out["y"][0] = 99                                   # the caller's own: the model's constant is untouched
     assert model.run({"x": np.ones(4, np.float32)})["y"][0] == 0
+

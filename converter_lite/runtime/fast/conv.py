@@ -200,7 +200,9 @@ class _Dense:
         dst = cols_b[:k].reshape(view.shape)
         copies = [partial(np.copyto, dst[c0:c1], view[c0:c1]) for c0, c1 in split_rows(self.cg, nt, 1)]
         if self.kk > k:
-            cols_b[k:].fill(1)
+            # the row of ones that makes the GEMM add the bias, written on every run: the scratch area is
+            # shared by every step of the plan, so one written at bind time does not survive the other steps
+            copies.append(partial(cols_b[k:].fill, 1))          # rows apart from the copies' ``dst``
         w2 = self.w2[gi]
         if g.wide:
             ywb = yw[:self.mg * length].reshape(self.mg, length)
