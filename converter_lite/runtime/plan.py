@@ -213,6 +213,7 @@ class Executor:
         self.direct: dict[int, _DirectIO | None] = {}   # per thread count: zero-copy I/O (``_io_direct``)
         self.patched: list = []                         # argument slots pointing at a caller's array now
         self.pools: dict[int, list] = {}                # output position -> blocks for fresh outputs
+        self.plain: dict[int, bool] = {}                # per thread count: no zero-copy I/O (the short path)
         self.bound: dict[int, list] = {}
         self.runner = plan.runner
         self.merged: dict[int, tuple[list, list]] = {}
@@ -264,9 +265,11 @@ class Executor:
             outputs: Sequence | None = None) -> list[np.ndarray]:
         """One run; ``outputs`` (per graph output: an array to write into, or None) is IO binding."""
         if timings is None and not self.has_dynamic:
-            direct = self._io_direct(nt)
-            if direct is not None or outputs is not None:
-                return self._run_direct(direct, inputs, nt, outputs)
+            plain = self.plain.get(nt)              # no zero-copy input or output at this thread count
+            if plain is None:
+                plain = self.plain[nt] = self._io_direct(nt) is None
+            if not plain or outputs is not None:
+                return self._run_direct(self._io_direct(nt), inputs, nt, outputs)
             # the short path (every value has its buffer): no per-value checks, no loop for one input or one
             # output (mynet, one kernel: Model.run 2.0 -> 1.5 us)
             calls, first = self.merged_calls(nt)
