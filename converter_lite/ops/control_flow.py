@@ -22,7 +22,6 @@ from collections.abc import Callable
 import numpy as np
 
 from ..ir.core import Graph, Node, TensorType
-from ..ir.dtype import DType
 from .interpret import eval_graph
 from .registry import KernelError, reference
 
@@ -311,4 +310,4 @@ for _op, _infer in (("If", _infer_if), ("Loop", _infer_loop), ("Scan", _infer_sc
                     ("SequenceMap", _infer_sequence_map)):
     reference(_op, infer=_infer, any_shape=True)(_reference(_op))
 
-__all__ = ["BODY_ATTRS", "DEFAULT_MAX_ITERATIONS", "LoopBoundError", "RUNNERS", "merge_types", "DType"]
+__all__ = ["BODY_ATTRS", "DEFAULT_MAX_ITERATIONS", "RUNNERS", "LoopBoundError", "merge_types"]

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import RET_OP_EXECUTE_FAILURE, ConverterError
+from ..errors import ConverterError
 from ..ir.core import Graph, Node
 from ..ops.control_flow import BODY_ATTRS, DEFAULT_MAX_ITERATIONS, RUNNERS
 from .program import Impl
@@ -49,9 +49,7 @@ def control_flow_impl(node: Node, subplan: Callable[[Graph], object],
         finally:
             for key, ex in held.items():
                 plans[key].release(ex)
-    impl = Impl(call=call)
-    impl.bodies = plans
-    return impl
+    return Impl(call=call, bodies=plans)
 
 
 def _owned(v):

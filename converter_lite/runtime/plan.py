@@ -120,7 +120,7 @@ class Plan:
         """The plans of this plan's control-flow bodies, and of theirs, outermost first."""
         out = []
         for s in self.program.steps:
-            for p in getattr(s.impl, "bodies", {}).values():
+            for p in (s.impl.bodies or {}).values():
                 out += [p, *p.body_plans()]
         return out
 
@@ -243,7 +243,6 @@ class Executor:
 
     def _step_error(self, step: int, e: Exception) -> ConverterError:
         """The error naming the node of step ``step`` (an index into the plan's steps), which raised ``e``."""
-        node = self.nodes[step]
         return ConverterError(RET_OP_EXECUTE_FAILURE, f"{self._step_label(step)} failed: {type(e).__name__}: {e}")
 
     def _step_label(self, step: int) -> str:

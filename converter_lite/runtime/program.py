@@ -72,6 +72,7 @@ class Impl:
     inputs: tuple[int | None, ...] | None = None
     absorbed: tuple[str, ...] = ()
     epilogue: Callable | None = None
+    bodies: dict | None = None          # a control-flow step's body plans by attribute (runtime/control_flow.py)
 
 
 @dataclass(frozen=True)

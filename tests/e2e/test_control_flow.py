@@ -8,7 +8,6 @@ checked against onnxruntime at opt_level 0 and 2; the generated ones below each 
 import os
 
 import numpy as np
-import onnx
 import onnx.helper as oh
 import onnx.numpy_helper as onh
 import onnxruntime as ort
