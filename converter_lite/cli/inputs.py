@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import RET_ERROR, RET_INPUT_PARAM_INVALID, ConverterError
-from ..ir.core import TensorType, Value
+from ..ir.core import Graph, TensorType, Value
 from ..ir.dtype import DType
 
 FLOAT_RANGE = (0.1, 1.0)
@@ -75,13 +75,26 @@ def _default_range(value: Value) -> tuple[float, float]:
     if value.type.dtype.is_float:
         return FLOAT_RANGE
     low, high = INT_RANGE
-    for node, i in value.uses:
+    for node, i in _readers(value):
         if INDEX_INPUTS.get(node.op) == i and node.inputs[0] is not None and node.inputs[0].type is not None:
             data_shape = node.inputs[0].type.shape
             axis = node.attrs.get("axis", 0)
             if data_shape and -len(data_shape) <= axis < len(data_shape):
                 high = min(high, max(int(data_shape[axis]), 1))
     return low, high
+
+
+def _readers(value: Value, depth: int = 0):
+    """``value``'s (node, input position) uses, following it into control-flow bodies: a body's inputs line up
+    with its node's (an If's branches start after the condition, an opset-8 Scan's body after sequence_lens)."""
+    for node, i in value.uses:
+        yield node, i
+        if node.op == "GraphKernel" or depth > 8:
+            continue
+        skip = 1 if node.op == "If" or node.attrs.get("legacy_batch") else 0
+        for body in [a for a in node.attrs.values() if isinstance(a, Graph)]:
+            if 0 <= i - skip < len(body.inputs):
+                yield from _readers(body.inputs[i - skip], depth + 1)
 
 
 def read_input_files(model, paths: Sequence[str]) -> dict[str, np.ndarray]:

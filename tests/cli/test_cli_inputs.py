@@ -100,3 +100,19 @@ def test_input_shapes(model):
         check_input_shapes(model, "2,3")
     with pytest.raises(ConverterError, match="not a comma-separated list"):
         check_input_shapes(model, "2,x:3")
+
+
+def test_random_indices_follow_control_flow_bodies(tmp_path):
+    """Issue 16: greedy_decoder's start token reaches a Gather only inside the Loop body; random feeds still keep
+    it inside the embedding's 50 rows (before: [0, 100), and runs failed on an out-of-range index)."""
+    import os
+
+    import converter_lite
+    from converter_lite.model.format import load_model
+    models = os.path.join(os.path.dirname(__file__), "..", "..", "models")
+    ms = converter_lite.convert(os.path.join(models, "greedy_decoder.onnx"), str(tmp_path / "g"))
+    model = converter_lite.load(ms)
+    for seed in range(20):
+        feeds = random_inputs(load_model(ms), seed)
+        assert 0 <= int(feeds["start"][0]) < 50
+        model.run(feeds)
