@@ -31,6 +31,7 @@ class ModelResult:
     info: dict[str, dict] = field(default_factory=dict)
     error: str | None = None
     weights_mb: float = 0.0                          # size of the ONNX file (weights and graph), MiB
+    tails: dict[str, float] = field(default_factory=dict)   # engine -> p99/median, run alone (bench.tail_ratio)
 
     def median(self, engine: str) -> float | None:
         s = self.times.get(engine)
@@ -52,7 +53,10 @@ def _t(r: ModelResult, engine: str) -> str:
 
 
 def _tail(r: ModelResult, engine: str) -> float | None:
-    """p99 over median of an engine's runs (issue 18 asks for at most 2 on a quiet machine)."""
+    """p99 over median of an engine's runs (issue 18 asks for at most 2 on a quiet machine): measured alone
+    (``tails``) where the benchmark did, else over its interleaved runs."""
+    if engine in r.tails:
+        return r.tails[engine]
     s = r.times.get(engine)
     return s.p99 / s.median if s and s.times_ms and s.median else None
 
