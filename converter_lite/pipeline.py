@@ -13,7 +13,6 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from .version import __version__
 from .config import (
     GraphKernelConfig,
     check_sections,
@@ -25,6 +24,7 @@ from .config import (
 )
 from .errors import RET_INPUT_PARAM_INVALID, RET_NOT_SUPPORT, ConverterError
 from .ir.core import Graph
+from .version import __version__
 
 log = logging.getLogger("converter_lite")
 
@@ -72,8 +72,9 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
     re-specialize it: the file then holds the weights twice.  ``input_format="NHWC"`` (``--inputDataFormat``)
     makes the 4-D inputs channels-last with a Transpose inserted before the optimizer (frontend/layout.py).
     ``input_value`` (``--inputValue``) fixes inputs' values at conversion (frontend/input_values.py)."""
+    from .frontend.input_shapes import explain_defaulted_dims, parse_input_shapes
     from .frontend.input_values import parse_input_values
-    from .frontend.onnx_import import explain_defaulted_dims, import_model, parse_input_shapes
+    from .frontend.onnx_import import import_model
     from .model.format import SOURCE_SECTION, save_model
     from .passes.manager import run_graph_kernel_optimizer
 

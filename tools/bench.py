@@ -221,29 +221,28 @@ def _conversion(enabled: bool) -> list[str]:
     return text
 
 
-def _control_flow(threads: int, quick: bool) -> list[str]:
-    """The control-flow section (tools/bench_control_flow.py), or [] when it fails."""
-    from . import bench_control_flow
+def _section(label: str, lines) -> list[str]:
+    """A report section's lines (``lines()``, printed as well), or [] when measuring it fails."""
     try:
-        text = bench_control_flow.lines(bench_control_flow.measure(threads, quick))
+        text = lines()
     except Exception as e:  # noqa: BLE001 - the model table still stands
-        print(f"control-flow section failed: {_short(e)}")
+        print(f"{label} failed: {_short(e)}")
         return []
     print("\n".join(text))
     return text
+
+
+def _control_flow(threads: int, quick: bool) -> list[str]:
+    """The control-flow section (tools/bench_control_flow.py)."""
+    from . import bench_control_flow as cf
+    return _section("control-flow section", lambda: cf.lines(cf.measure(threads, quick)))
 
 
 def _api(threads: int, quick: bool) -> list[str]:
-    """The micro-benchmark through Model.run (tools/bench_api.py), or [] when it fails."""
+    """The micro-benchmark through Model.run (tools/bench_api.py)."""
     from . import bench_api
-    try:
-        cfg = MICRO_QUICK if quick else MICRO
-        text = bench_api.lines(bench_api.measure(cfg["size"], threads, quick))
-    except Exception as e:  # noqa: BLE001 - the model table still stands
-        print(f"API micro-benchmark failed: {_short(e)}")
-        return []
-    print("\n".join(text))
-    return text
+    size = (MICRO_QUICK if quick else MICRO)["size"]
+    return _section("API micro-benchmark", lambda: bench_api.lines(bench_api.measure(size, threads, quick)))
 
 
 def _wild(threads: int, quick: bool) -> list[str]:

@@ -39,7 +39,16 @@ from ..ops.registry import (
     infer_dynamic,
     infer_types,
 )
+from .input_shapes import (
+    _dim_label,
+    _dims_text,
+    _fixed_dim,
+    _shape_flag_hint,
+    _where_of,
+)
+from .input_values import fix_input_values
 from .legacy import LEGACY, constant_node_value
+from .opsets import _check_future_opsets, _opset_version, _since_version
 from .protos import (
     attribute_value,
     c_array,
@@ -49,7 +58,6 @@ from .protos import (
     value_info_kind,
     value_info_type,
 )
-from .input_values import fix_input_values
 from .subgraph import CONTROL_FLOW_OPS, Scope, import_control_flow, visible_names
 
 log = logging.getLogger("converter_lite")
@@ -159,20 +167,6 @@ def _inline_functions(proto: onnx.ModelProto) -> onnx.ModelProto:
     return onnx.inliner.inline_local_functions(copy)
 
 
-def _opset_version(model: onnx.ModelProto) -> int:
-    for o in model.opset_import:
-        if o.domain in ("", "ai.onnx"):
-            return int(o.version)
-    return 1
-
-
-def _since_version(op: str, opset: int) -> int:
-    try:
-        return onnx.defs.get_schema(op, opset, "").since_version
-    except Exception:   # op newer than the model's opset, or unknown
-        return opset
-
-
 def _all_nodes(graph: onnx.GraphProto):
     """Every node of ``graph`` and of the sub-graphs of its nodes' attributes, outermost first."""
     for n in graph.node:
@@ -193,161 +187,6 @@ def _collect_unsupported(model: onnx.ModelProto) -> list[tuple[str, str]]:
             label = n.op_type if not dom else f"{dom}::{n.op_type}"
             missing.append((label, n.name or f"{n.op_type}_{i}"))
     return missing
-
-
-def parse_input_shapes(text: str) -> dict[str, tuple[int, ...]]:
-    """MindSpore ``--inputShape`` syntax: ``name:d0,d1;name2:d0`` (the last ``:`` splits name from dims)."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    for item in filter(None, (s.strip() for s in text.split(";"))):
-        name, sep, dims = item.rpartition(":")
-        if not sep or not name or not dims:
-            raise ConverterError(RET_INPUT_PARAM_INVALID,
-                                 f"--inputShape: {item!r} is not of the form name:d0,d1,...")
-        try:
-            values = tuple(int(d) for d in dims.split(","))
-        except ValueError:
-            raise ConverterError(RET_INPUT_PARAM_INVALID,
-                                 f"--inputShape: dims {dims!r} of input {name!r} are not integers") from None
-        if any(d < 0 for d in values):
-            raise ConverterError(RET_INPUT_PARAM_INVALID, f"--inputShape: input {name!r} has a negative dim")
-        shapes[name] = values
-    return shapes
-
-
-def _fixed_dim(d) -> bool:
-    """Only a positive dim_value fixes a dim of a graph input: -1 and 0 (older exporters' "unknown"), ``'?'``, an
-    empty dim (neither dim_value nor dim_param) and a named dim_param are all dynamic."""
-    return isinstance(d, int) and d > 0
-
-
-def _dim_label(d):
-    """A declared dim as messages show it: its value or name, ``'?'`` for an empty one."""
-    return "?" if d is None else d
-
-
-def _dims_text(dims: list) -> list:
-    return [_dim_label(d) for d in dims]
-
-
-def _dim_placeholder(d, axis: int) -> str:
-    """What a user must write for a dynamic dim in a hint: its name when it is a plain identifier, else ``D<axis>``."""
-    if isinstance(d, str) and d.isidentifier():
-        return d
-    return f"D{axis}"
-
-
-def _hint_dims(dims: list) -> list[str]:
-    return [str(d) if _fixed_dim(d) else _dim_placeholder(d, i) for i, d in enumerate(dims)]
-
-
-def _shape_flag_hint(name: str, dims: list) -> str:
-    return f"{name}:{','.join(_hint_dims(dims))}"
-
-
-def _where_of(model) -> str:
-    """How errors name a model given as a path or a ModelProto."""
-    where = model if isinstance(model, str) else getattr(model, "graph", None) and model.graph.name or "model"
-    return str(where)
-
-
-def defaulted_inputs(model, input_shapes: dict | None = None) -> list[tuple[str, list]]:
-    """(name, declared dims) of each graph input whose dynamic dims the import sets to 1 because ``input_shapes``
-    does not give it (see ``_GraphImporter._inputs``)."""
-    proto = load_onnx(model)
-    given = input_shapes or {}
-    inits = {t.name for t in proto.graph.initializer}
-    out = []
-    for vi in proto.graph.input:
-        if vi.name in given or vi.name in inits or not vi.type.HasField("tensor_type"):
-            continue
-        tt = vi.type.tensor_type
-        if not tt.HasField("shape"):
-            continue
-        dims = [int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
-        if not all(_fixed_dim(d) for d in dims):
-            out.append((vi.name, dims))
-    return out
-
-
-def explain_defaulted_dims(error: ConverterError, model, input_shapes: dict | None = None) -> ConverterError:
-    """A shape-inference failure (-500) of a model whose dynamic input dims were defaulted to 1 is most likely
-    the user's to fix: -600 naming those inputs and the ``--inputShape`` to pass, the original message kept.
-    Any other error, or one where no input was defaulted, comes back unchanged."""
-    if error.code != RET_INFER_ERR:
-        return error
-    try:
-        defaulted = defaulted_inputs(model, input_shapes)
-    except ConverterError:
-        return error
-    if not defaulted:
-        return error
-    where = _where_of(model)
-    detail = error.message
-    if detail.startswith(f"{where}: "):
-        detail = detail[len(where) + 2:]
-    if len(defaulted) == 1:
-        name, dims = defaulted[0]
-        who = f"input {name!r} has dynamic dims {[_dim_label(d) for d in dims if not _fixed_dim(d)]}"
-    else:
-        who = "inputs " + ", ".join(f"{name!r} {[_dim_label(d) for d in dims if not _fixed_dim(d)]}"
-                                    for name, dims in defaulted) + " have dynamic dims"
-    flag = ";".join(_shape_flag_hint(name, dims) for name, dims in defaulted)
-    if len(defaulted) > 1:
-        flag = f'"{flag}"'
-    api = ", ".join(f"{name!r}: [{', '.join(_hint_dims(dims))}]" for name, dims in defaulted)
-    return ConverterError(RET_INPUT_PARAM_INVALID, f"{where}: {who} (defaulted to 1); with those defaults: "
-                                                   f"{detail}; give them with --inputShape={flag} (API: "
-                                                   f"input_shape={{{api}}})")
-
-
-def _default_domain_nodes(graph: onnx.GraphProto):
-    """The default-domain nodes of ``graph`` and of its nodes' sub-graphs (If branches), depth first."""
-    for n in graph.node:
-        if n.domain in ("", "ai.onnx"):
-            yield n
-        for a in n.attribute:
-            subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
-            for sub in subs:
-                yield from _default_domain_nodes(sub)
-
-
-def _check_future_opsets(proto: onnx.ModelProto, where: str) -> None:
-    """A model declaring a default-domain opset newer than onnx's newest known one (``onnx_opset_version()``) can
-    use op forms this converter does not know.  What that opset defines is unknowable here, so the model is
-    accepted (with a warning) only when every node it holds matches its operator's newest known schema
-    (onnx.checker: attribute names and types, required attributes, input and output counts); else -200 naming
-    the domain, the versions and the nodes that do not.  Other domains: the importer converts no op of
-    'ai.onnx.ml' or 'com.microsoft' (they are unsupported, -300), so their opset versions do not matter."""
-    newest = onnx.defs.onnx_opset_version()
-    declared = _opset_version(proto)
-    if declared <= newest:
-        return
-    ctx = onnx.checker.C.CheckerContext()
-    ctx.ir_version = min(int(proto.ir_version) or onnx.IR_VERSION, onnx.IR_VERSION)
-    ctx.opset_imports = {"": newest}
-    bad, seen = [], set()
-    for n in _default_domain_nodes(proto.graph):
-        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute):
-            continue        # If: its branches' nodes are checked themselves
-        plain = onnx.NodeProto()
-        plain.CopyFrom(n)
-        plain.domain = ""
-        try:
-            onnx.checker.check_node(plain, ctx)
-        except onnx.checker.ValidationError as e:
-            key = (n.op_type, str(e).splitlines()[0])
-            if key not in seen:
-                seen.add(key)
-                bad.append(f"{n.op_type} node {n.name or n.op_type!r}: {str(e).splitlines()[0]}")
-    if bad:
-        raise ConverterError(RET_GRAPH_FILE_ERR,
-                             f"{where}: declares opset {declared} for domain 'ai.onnx', newer than the newest this "
-                             f"converter knows ({newest}, onnx {onnx.__version__}), and {len(bad)} node(s) do not "
-                             f"match their opset-{newest} definitions: {'; '.join(bad[:4])}"
-                             f"{' ...' if len(bad) > 4 else ''}; export the model with opset {newest} or older")
-    log.warning("%s declares ai.onnx opset %d, newer than the newest this converter knows (%d, onnx %s); every "
-                "node matches its opset-%d definition, so the model is converted with those", where, declared,
-                newest, onnx.__version__, newest)
 
 
 def import_model(model, input_shapes: dict[str, tuple[int, ...]] | None = None, fold: bool = True,

@@ -241,6 +241,17 @@ class Executor:
             return st.impl.bind(ins, outs, self.scratch, nt)
         return _generic(st, ins, outs, env, [self.dtypes[v] for v in st.outputs])
 
+    def _call(self, calls: list, first: list) -> None:
+        """Runs bound (merged) steps; a failure names the node of the step at fault (``first``: each call's first
+        step index)."""
+        try:
+            for f in calls:
+                f()
+        except ConverterError:
+            raise
+        except Exception as e:
+            raise self._step_error(first[calls.index(f)], e) from e
+
     def _step_error(self, step: int, e: Exception) -> ConverterError:
         """The error naming the node of step ``step`` (an index into the plan's steps), which raised ``e``."""
         return ConverterError(RET_OP_EXECUTE_FAILURE, f"{self._step_label(step)} failed: {type(e).__name__}: {e}")
@@ -278,13 +289,7 @@ class Executor:
             else:
                 for arr, a in zip(ia, inputs):
                     arr[...] = a
-            try:
-                for f in calls:
-                    f()
-            except ConverterError:
-                raise
-            except Exception as e:
-                raise self._step_error(first[calls.index(f)], e) from e
+            self._call(calls, first)
             return [oa[0].copy()] if len(oa) == 1 else [a.copy() for a in oa]
         self._restore()
         env = self.env
@@ -343,18 +348,18 @@ class Executor:
                     b = prog.values[b].base
         ins_pos = [vid for _, vid in self.inputs]
         outs_pos = [vid for _, vid in self.outputs]
-        ins, outs = [], []
+        ins, outs = {}, {}
         for pos, (arr, vid) in enumerate(self.inputs):
             slots = readers.get(vid)
             if arr is not None and arr.nbytes >= ZERO_COPY_BYTES and slots and vid not in aliased \
                     and prog.is_buffer(vid) and ins_pos.count(vid) == 1 and vid not in outs_pos:
-                ins.append((pos, arr, tuple(slots), arr.ctypes.data))
+                ins[pos] = (tuple(slots), arr.ctypes.data)
         for pos, (arr, vid) in enumerate(self.outputs):
             w, r = writers.get(vid), readers.get(vid, [])
             if arr is not None and arr.nbytes >= ZERO_COPY_BYTES and w and len(w) == 1 and r is not None \
                     and vid not in aliased and outs_pos.count(vid) == 1 and vid not in ins_pos \
                     and prog.values[vid].const is None:
-                outs.append((pos, arr, tuple(w) + tuple(r), arr.ctypes.data))
+                outs[pos] = (tuple(w) + tuple(r), arr.ctypes.data)
         got = self.direct[nt] = _DirectIO(ins, outs) if ins or outs else None
         return got
 
@@ -387,8 +392,8 @@ class Executor:
         calls, first = self.merged_calls(nt)
         self._restore()
         patched = self.patched
-        d_in = {} if direct is None else {pos: (slots, home) for pos, _, slots, home in direct.ins}
-        d_out = {} if direct is None else {pos: (slots, home) for pos, _, slots, home in direct.outs}
+        d_in = {} if direct is None else direct.ins
+        d_out = {} if direct is None else direct.outs
         for pos, ((arr, _), a) in enumerate(zip(self.inputs, inputs)):
             got = d_in.get(pos)
             if got is not None and _readable_in_place(a, arr):
@@ -414,13 +419,7 @@ class Executor:
                 argv[i] = addr
                 patched.append((argv, i, got[1]))
             results[pos] = o
-        try:
-            for f in calls:
-                f()
-        except ConverterError:
-            raise
-        except Exception as e:
-            raise self._step_error(first[calls.index(f)], e) from e
+        self._call(calls, first)
         out = []
         for pos, ((arr, _), r) in enumerate(zip(self.outputs, results)):
             given = None if outputs is None else outputs[pos]
@@ -475,13 +474,7 @@ class Executor:
                 env[vid] = inputs[i]
             elif i < last:
                 arr[...] = inputs[i]
-        try:
-            for k, f in enumerate(calls):
-                f()
-        except ConverterError:
-            raise
-        except Exception as e:
-            raise self._step_error(first[k], e) from e
+        self._call(calls, first)
         out = [arr if arr is not None else env[vid] for arr, vid in self.outputs]
         if self.has_dynamic:
             env[:] = [None] * len(env)
@@ -515,10 +508,10 @@ POOLED_OUTPUTS = 2             # blocks kept per output for fresh outputs (a cal
 
 @dataclass(frozen=True)
 class _DirectIO:
-    """Per zero-copy input/output: (position, arena array, argument slots (ctypes array, index), arena address).
-    An input's slots are its native readers'; an output's, its one native writer's and its native readers'."""
-    ins: list
-    outs: list
+    """Per zero-copy input/output position: (argument slots (ctypes array, index), arena address).  An input's
+    slots are its native readers'; an output's, its one native writer's and its native readers'."""
+    ins: dict
+    outs: dict
 
 
 def _readable_in_place(a, arr: np.ndarray) -> bool:

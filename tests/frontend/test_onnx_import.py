@@ -10,7 +10,7 @@ import pytest
 import converter_lite
 from converter_lite.errors import ConverterError
 from converter_lite.frontend import import_model
-from converter_lite.frontend.onnx_import import parse_input_shapes
+from converter_lite.frontend.input_shapes import parse_input_shapes
 from converter_lite.ops.interpret import eval_graph
 from helpers import assert_close, make_model, run_ort, tensor_info
 
