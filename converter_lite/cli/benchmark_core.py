@@ -237,13 +237,14 @@ def _run(opts: BenchmarkOptions, name: str, report: dict, out: Printer, err: Pri
     out(f"LoadTime = {load_ms:f} ms")
     report["load_time_ms"] = load_ms
     report["native_kernels"] = sum(k.native for k in model.kernels)
+    shapes = None
     if opts.input_shapes:
-        model = check_input_shapes(model, opts.input_shapes)
+        model, shapes = check_input_shapes(model, opts.input_shapes)
     if opts.in_data_file:
-        feeds = read_input_files(model, [p.strip() for p in opts.in_data_file.split(",") if p.strip()])
+        feeds = read_input_files(model, [p.strip() for p in opts.in_data_file.split(",") if p.strip()], shapes)
         source = opts.in_data_file
     else:
-        feeds = random_inputs(model, seed=opts.seed)
+        feeds = random_inputs(model, seed=opts.seed, shapes=shapes)
         source = f"random (seed {opts.seed})"
     report["inputs"] = {"source": source, "tensors": {n: _describe(a) for n, a in feeds.items()}}
     if opts.benchmark_data_file or opts.compare_model:

@@ -26,13 +26,29 @@ def _bad(message: str) -> ConverterError:
     return ConverterError(RET_INPUT_PARAM_INVALID, message)
 
 
-def random_inputs(model, seed: int = 0) -> dict[str, np.ndarray]:
-    """One reproducible random array per model input (see the module docstring for the ranges)."""
+def input_type(model, value: Value, shapes: dict | None) -> TensorType:
+    """``value``'s type with the shape ``--inputShapes`` gives it (``shapes``); -600 for an input of dynamic dims
+    without one (naming the input, its symbolic dims and the flag to pass)."""
+    t: TensorType = value.type
+    if shapes and value.name in shapes:
+        return TensorType(t.dtype, tuple(shapes[value.name]), t.kind)
+    if t.is_tensor and t.shape is None:
+        dims = getattr(model, "input_shapes", {}).get(value.name)
+        hint = ":".join(",".join(str(d) if isinstance(d, int) else "N" for d in getattr(model, "input_shapes", {})
+                                 .get(v.name) or []) for v in model.graph.inputs)
+        raise _bad(f"input {value.name!r} has dynamic dims {dims}: give the shapes to run with --inputShapes "
+                   f"(e.g. --inputShapes={hint}, each N a size)")
+    return t
+
+
+def random_inputs(model, seed: int = 0, shapes: dict | None = None) -> dict[str, np.ndarray]:
+    """One reproducible random array per model input (see the module docstring for the ranges); ``shapes``:
+    the inputs' shapes from ``--inputShapes`` (``check_input_shapes``)."""
     rng = np.random.default_rng(seed)
     ranges = model.metadata.get("input_ranges") or {}
     feeds = {}
     for value in model.graph.inputs:
-        t: TensorType = value.type
+        t: TensorType = input_type(model, value, shapes)
         low, high = ranges.get(value.name) or _default_range(value)
         try:
             feeds[value.name] = random_value(rng, t, low, high)
@@ -97,10 +113,11 @@ def _readers(value: Value, depth: int = 0):
                 yield from _readers(body.inputs[i - skip], depth + 1)
 
 
-def read_input_files(model, paths: Sequence[str]) -> dict[str, np.ndarray]:
+def read_input_files(model, paths: Sequence[str], shapes: dict | None = None) -> dict[str, np.ndarray]:
     """Reads ``--inDataFile``: one raw little-endian file (any extension but .npy/.npz) or .npy file per input
-    in input order, or a single .npz keyed by input name.  Dtypes and sizes must match the model exactly."""
-    inputs: list[Value] = list(model.graph.inputs)
+    in input order, or a single .npz keyed by input name.  Dtypes and sizes must match the model exactly (for
+    an input of dynamic dims: the shape ``--inputShapes`` gives, or any shape from a .npy/.npz file)."""
+    inputs: list[Value] = [_typed(model, v, shapes) for v in model.graph.inputs]
     names = [v.name for v in inputs]
     if len(paths) == 1 and paths[0].lower().endswith(".npz"):
         return _read_npz(paths[0], inputs)
@@ -121,10 +138,21 @@ def read_input_files(model, paths: Sequence[str]) -> dict[str, np.ndarray]:
     return feeds
 
 
+def _typed(model, value: Value, shapes: dict | None) -> Value:
+    """``value`` as the input files are checked against: its shape from ``shapes`` where given (a stand-in
+    Value; a dynamic input without a given shape keeps ``shape=None``: .npy/.npz files give it)."""
+    if shapes and value.name in shapes:
+        return Value(value.name, input_type(model, value, shapes))
+    return value
+
+
 def _read_raw(path: str, value: Value) -> np.ndarray:
     t = value.type
     if t.dtype is DType.string:
         raise _bad(f"input {value.name!r} is a string tensor; give it as .npy or .npz, not raw binary")
+    if t.shape is None:
+        raise _bad(f"input {value.name!r} has dynamic dims: a raw file needs its shape from --inputShapes (or "
+                   "give a .npy/.npz file, which holds its shape)")
     size = os.path.getsize(path)
     if size != t.nbytes:
         raise _bad(f"input file {path} has {size} bytes; input {value.name!r} ({t}) needs {t.nbytes} bytes of "
@@ -159,7 +187,7 @@ def _check(array: np.ndarray, value: Value, path: str) -> np.ndarray:
     if not ok:
         raise _bad(f"input file {path}: input {value.name!r} needs dtype {t.dtype.name} ({t}), the file has "
                    f"{array.dtype}")
-    if tuple(array.shape) != t.shape:
+    if t.shape is not None and tuple(array.shape) != t.shape:
         raise _bad(f"input file {path}: input {value.name!r} needs shape {list(t.shape)} ({t}), the file has "
                    f"{list(array.shape)}")
     return array
@@ -178,19 +206,24 @@ def parse_input_shapes(spec: str) -> list[tuple[int, ...]]:
 
 
 def check_input_shapes(model, spec: str):
-    """``--inputShapes``: the model for those shapes.  A converted model is static, so the shapes must restate
-    the converted ones, except on the axes the source model left dynamic, where the model is specialized again
-    (``Model.specialized``, runtime/respecialize.py)."""
+    """``--inputShapes`` -> (the model to run, ``{input: shape}`` or None).  A model with dynamic dims runs at any
+    shape it admits (checked here: -600 naming the input and dim); the plan for them is built now (``resize``),
+    not in the first timed run.  A static model needs the converted shapes, except on the axes the source model
+    left dynamic, where it is specialized again (``Model.specialized``, runtime/respecialize.py)."""
     shapes = parse_input_shapes(spec)
     inputs = list(model.graph.inputs)
     if len(shapes) != len(inputs):
         raise _bad(f"--inputShapes={spec} gives {len(shapes)} shape(s) but the model has {len(inputs)} input(s): "
-                   + ", ".join(f"{v.name} {list(v.type.shape)}" for v in inputs))
+                   + ", ".join(f"{n} {d}" for n, d in model.input_shapes.items()))
+    if getattr(model, "_shape_plans", None) is not None:
+        given = {v.name: shape for shape, v in zip(shapes, inputs)}
+        model.resize(given)
+        return model, given
     if getattr(model, "_reshaper", None) is not None:
-        return model.specialized({v.name: shape for shape, v in zip(shapes, inputs)})
+        return model.specialized({v.name: shape for shape, v in zip(shapes, inputs)}), None
     for shape, v in zip(shapes, inputs):
         if shape != v.type.shape:
             raise _bad(f"--inputShapes: input {v.name!r} has the static shape {','.join(map(str, v.type.shape))}, "
                        f"not {','.join(map(str, shape))}; shapes are fixed at conversion "
                        "(re-convert with converter_lite --inputShape to change them)")
-    return model
+    return model, None

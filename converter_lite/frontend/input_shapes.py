@@ -7,23 +7,41 @@ from ..errors import RET_INFER_ERR, RET_INPUT_PARAM_INVALID, ConverterError
 from .protos import load_onnx
 
 
-def parse_input_shapes(text: str) -> dict[str, tuple[int, ...]]:
-    """MindSpore ``--inputShape`` syntax: ``name:d0,d1;name2:d0`` (the last ``:`` splits name from dims)."""
-    shapes: dict[str, tuple[int, ...]] = {}
+def parse_input_shapes(text: str) -> dict[str, tuple]:
+    """MindSpore ``--inputShape`` syntax: ``name:d0,d1;name2:d0`` (the last ``:`` splits name from dims).  A dim
+    may be a range ``lo-hi`` (a tuple ``(lo, hi)`` here): it bounds a dynamic dim instead of fixing it."""
+    shapes: dict[str, tuple] = {}
     for item in filter(None, (s.strip() for s in text.split(";"))):
         name, sep, dims = item.rpartition(":")
         if not sep or not name or not dims:
             raise ConverterError(RET_INPUT_PARAM_INVALID,
                                  f"--inputShape: {item!r} is not of the form name:d0,d1,...")
-        try:
-            values = tuple(int(d) for d in dims.split(","))
-        except ValueError:
-            raise ConverterError(RET_INPUT_PARAM_INVALID,
-                                 f"--inputShape: dims {dims!r} of input {name!r} are not integers") from None
-        if any(d < 0 for d in values):
-            raise ConverterError(RET_INPUT_PARAM_INVALID, f"--inputShape: input {name!r} has a negative dim")
-        shapes[name] = values
+        shapes[name] = tuple(_parse_dim(d.strip(), name) for d in dims.split(","))
     return shapes
+
+
+def _parse_dim(text: str, name: str):
+    lo, sep, hi = text.partition("-") if not text.startswith("-") else ("", "", "")
+    try:
+        if sep:
+            bounds = (int(lo), int(hi))
+        else:
+            value = int(text)
+    except ValueError:
+        raise ConverterError(RET_INPUT_PARAM_INVALID, f"--inputShape: dims of input {name!r} are not integers (or "
+                                                      f"ranges lo-hi): {text!r}") from None
+    if sep:
+        if bounds[0] < 0 or bounds[1] < bounds[0]:
+            raise ConverterError(RET_INPUT_PARAM_INVALID, f"--inputShape: range {text!r} of input {name!r} is empty "
+                                                          "or negative (write lo-hi with 0 <= lo <= hi)")
+        return bounds
+    if value < 0:
+        raise ConverterError(RET_INPUT_PARAM_INVALID, f"--inputShape: input {name!r} has a negative dim")
+    return value
+
+
+def is_range(d) -> bool:
+    return isinstance(d, tuple)
 
 
 def _fixed_dim(d) -> bool:

@@ -4,7 +4,9 @@ Steps, in order:
  1. load the file with its external data (ConverterError -200 on anything unreadable);
  2. inline model-local functions (ONNX FunctionProto: the "custom combination operators" of the seeds);
  3. list every op the converter cannot handle, all at once (UnsupportedOpsError, code -300);
- 4. fix input shapes: ``input_shapes`` overrides, dynamic dims without one become 1 (with a warning);
+ 4. input shapes: ``input_shapes`` (``--inputShape``) fixes dynamic dims; dims left dynamic (not given, or given
+    a range) make the input dynamic: ``shape=None`` in the IR, its symbolic dims in the graph's ``input_dims``
+    metadata (ir/input_dims.py), and every value computed from it has its shape known at run time only;
  5. build IR nodes in topological order, upgrading older op versions (``legacy.py``), inferring types
     (-500 naming the node on failure) and folding nodes whose inputs are all constants;
  6. drop nodes nothing depends on.
@@ -30,6 +32,8 @@ from ..errors import (
 )
 from ..ir.core import Graph, Node, TensorType, Value
 from ..ir.dce import remove_dead_nodes
+from ..ir.input_dims import METADATA_KEY as INPUT_DIMS_KEY
+from ..ir.input_dims import Dim, InputDims
 from ..ops.builder import fresh_name
 from ..ops.registry import (
     OPS,
@@ -40,11 +44,10 @@ from ..ops.registry import (
     infer_types,
 )
 from .input_shapes import (
-    _dim_label,
     _dims_text,
     _fixed_dim,
-    _shape_flag_hint,
     _where_of,
+    is_range,
 )
 from .input_values import fix_input_values
 from .legacy import LEGACY, constant_node_value
@@ -206,6 +209,34 @@ def import_model(model, input_shapes: dict[str, tuple[int, ...]] | None = None, 
     return _GraphImporter(proto, where, input_shapes or {}, fold, input_values or {}).run()
 
 
+def _check_given_shape(name: str, dims: list, given: tuple, where: str) -> None:
+    if len(dims) != len(given):
+        raise ConverterError(RET_INPUT_PARAM_INVALID, f"--inputShape gives {name!r} rank {len(given)}, the model "
+                                                      f"declares rank {len(dims)}")
+    for i, (d, s) in enumerate(zip(dims, given)):
+        if _fixed_dim(d) and (is_range(s) or d != s):
+            raise ConverterError(RET_INPUT_PARAM_INVALID,
+                                 f"{where}: --inputShape gives {name!r} shape {_dims_text(list(given))}, but the "
+                                 f"model fixes its dim {i} to {d} (declared {_dims_text(dims)}; only the others may "
+                                 "be set)")
+
+
+def _symbolic_dims(name: str, dims: list, given: tuple | None) -> list:
+    """An input's dims for ``InputDims``: fixed ints stay, dynamic ones become ``Dim`` symbols (the ONNX dim_param,
+    else ``<input>_d<axis>``), bounded by a range ``--inputShape`` gives; a given int fixes its dim."""
+    out = []
+    for i, d in enumerate(dims):
+        g = given[i] if given is not None else None
+        if _fixed_dim(d):
+            out.append(d)
+        elif isinstance(g, int):
+            out.append(g)
+        else:
+            sym = d if isinstance(d, str) and d.strip("?") else f"{name}_d{i}"
+            out.append(Dim(sym, *g) if g is not None else Dim(sym))
+    return out
+
+
 def source_bytes(model) -> bytes:
     """The serialized ONNX model (path or ModelProto) with its external data inlined: what a ``.ms`` of a model
     with dynamic input dims embeds so the runtime can specialize it again for other shapes."""
@@ -229,6 +260,7 @@ class _GraphImporter:
         self.em = _Emitter(self.graph, where, fold)
         self.env: dict[str, Value] = {}
         self.dynamic_axes: dict[str, list[int]] = {}    # input -> axes the source model leaves dynamic
+        self.input_dims: dict[str, list] = {}           # dynamic inputs -> their dims (ir/input_dims.py)
 
     def run(self) -> Graph:
         g = self.proto.graph
@@ -260,7 +292,7 @@ class _GraphImporter:
         remove_dead_nodes(self.graph)
         _check_sizes(self.graph, self.where)
         if self.em.dynamic:
-            log.warning("%s: %d node(s) have shapes known only at run time (they run unfused): %s%s", self.where,
+            (log.info if self.input_dims else log.warning)("%s: %d node(s) have shapes known only at run time (they run unfused): %s%s", self.where,
                         len(self.em.dynamic), "; ".join(self.em.dynamic[:3]), " ..." if len(self.em.dynamic) > 3
                         else "")
             self.graph.metadata["dynamic_nodes"] = str(len(self.em.dynamic))
@@ -281,33 +313,29 @@ class _GraphImporter:
                 self.env[vi.name] = v = Value(vi.name, TensorType(dtype, None, kind))
                 self.graph.inputs.append(v)
                 continue
-            axes = [i for i, d in enumerate(dims or []) if not _fixed_dim(d)]
-            if axes:
-                self.dynamic_axes[vi.name] = axes
-            if vi.name in self.input_shapes:
-                shape = self.input_shapes[vi.name]
-                if dims is not None and len(dims) != len(shape):
-                    raise ConverterError(RET_INPUT_PARAM_INVALID,
-                                         f"--inputShape gives {vi.name!r} rank {len(shape)}, the model declares "
-                                         f"rank {len(dims)}")
-                for i, (d, s) in enumerate(zip(dims or [], shape)):
-                    if _fixed_dim(d) and d != s:
-                        raise ConverterError(RET_INPUT_PARAM_INVALID,
-                                             f"{self.where}: --inputShape gives {vi.name!r} shape {list(shape)}, "
-                                             f"but the model fixes its dim {i} to {d} (declared "
-                                             f"{_dims_text(dims)}; only the others may be set)")
-            else:
-                if dims is None:
+            if dims is None:
+                if vi.name not in self.input_shapes:
                     raise ConverterError(RET_INFER_ERR, f"{self.where}: input {vi.name!r} has no shape; give it "
                                                         "with --inputShape")
-                dynamic = [_dim_label(d) for d in dims if not _fixed_dim(d)]
-                if dynamic:
-                    log.warning("input %r has dynamic dims %s; using 1 for them (fix them with "
-                                "--inputShape=%s)", vi.name, dynamic, _shape_flag_hint(vi.name, dims))
-                shape = tuple(d if _fixed_dim(d) else 1 for d in dims)
-            v = Value(vi.name, TensorType(dtype, tuple(shape)))
+                dims = [None] * len(self.input_shapes[vi.name])
+            given = self.input_shapes.get(vi.name)
+            if given is not None:
+                _check_given_shape(vi.name, dims, given, self.where)
+            if given is not None and not any(is_range(d) for d in given):
+                axes = [i for i, d in enumerate(dims) if not _fixed_dim(d)]
+                if axes:                    # the source's dynamic dims, fixed here: runtime/respecialize.py
+                    self.dynamic_axes[vi.name] = axes
+                shape = tuple(given)
+            else:
+                sym = _symbolic_dims(vi.name, dims, given)
+                shape = tuple(sym) if all(isinstance(d, int) for d in sym) else None
+                if shape is None:
+                    self.input_dims[vi.name] = sym
+            v = Value(vi.name, TensorType(dtype, shape))
             self.env[vi.name] = v
             self.graph.inputs.append(v)
+        if self.input_dims:
+            self.graph.metadata[INPUT_DIMS_KEY] = InputDims(self.input_dims).to_metadata()
 
     def _toposorted(self, g) -> list:
         """ONNX requires topological order, but not every exporter complies: sort (and detect cycles)."""
@@ -355,7 +383,7 @@ class _GraphImporter:
                         stack.append((j, False))
         return order
 
-    def child(self, where: str, name: str, dynamic: bool = False) -> "_GraphImporter":
+    def child(self, where: str, name: str, dynamic: bool = False) -> _GraphImporter:
         """An importer for a control-flow body nested in this graph (frontend/subgraph.py): same model and
         opset, its own graph, a scope that falls back to this one."""
         child = object.__new__(_GraphImporter)

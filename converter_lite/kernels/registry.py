@@ -55,6 +55,12 @@ def select(node) -> tuple[str, ...]:
     return tuple(s for d in DRIVERS for s in d.select(node))
 
 
+def candidates(node) -> tuple[str, ...]:
+    """Every driver symbol serving ``node``'s op, whatever its shapes (a node whose shapes are known only at run
+    time; ``select`` decides among them once they are)."""
+    return tuple(s for d in DRIVERS if node.op in d.ops for s in d.symbols)
+
+
 def emitter(symbol: str) -> Callable:
     """The function emitting ``symbol`` into an ``llvmlite.ir.Module`` (imports the driver's emit.py)."""
     driver = BY_SYMBOL.get(symbol)

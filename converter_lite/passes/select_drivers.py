@@ -7,12 +7,14 @@ code its graph uses.
 The choice is each driver's ``select(node)`` in kernels/*/abi.py (kernels/registry.py): op, dtypes, shapes,
 constant weights, attributes.  Where the better of two drivers depends on the host (the pointwise or the direct
 convolution, by vector width), both are recorded and the binder picks at load.  Nodes inside fused kernels are
-visited too: a fused kernel the code generator cannot lower runs its sub-graph node by node.
+visited too: a fused kernel the code generator cannot lower runs its sub-graph node by node.  A node whose shapes
+are known only at run time (a model with dynamic input dims) records every driver that serves its op
+(``candidates``); the runtime selects among them once the shapes are known (runtime/concretize.py).
 """
 from __future__ import annotations
 
 from ..ir.core import Graph
-from ..kernels.registry import ALWAYS, DRIVERS_ATTR, select
+from ..kernels.registry import ALWAYS, DRIVERS_ATTR, candidates, select
 
 
 def select_drivers(graph: Graph) -> set[str]:
@@ -20,7 +22,7 @@ def select_drivers(graph: Graph) -> set[str]:
     union (empty when no node can use one)."""
     used: set[str] = set()
     for node in graph.nodes:
-        symbols = select(node)
+        symbols = candidates(node) if _dynamic(node) else select(node)
         if symbols:
             node.attrs[DRIVERS_ATTR] = list(symbols)
             used.update(symbols)
@@ -30,6 +32,10 @@ def select_drivers(graph: Graph) -> set[str]:
         if isinstance(sub, Graph):
             used |= select_drivers(sub)
     return used
+
+
+def _dynamic(node) -> bool:
+    return any(v is not None and v.type.is_tensor and v.type.shape is None for v in [*node.inputs, *node.outputs])
 
 
 def recorded_drivers(graph: Graph) -> list[str]:

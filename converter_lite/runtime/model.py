@@ -38,10 +38,12 @@ import numpy as np
 from ..errors import RET_INPUT_PARAM_INVALID, RET_MEMORY_FAILED, ConverterError
 from ..ir.core import Node, TensorType
 from ..ir.dtype import DType
+from ..ir.input_dims import InputDims
 from ..model.format import LoadedModel, load_model
 from ..ops.control_flow import DEFAULT_MAX_ITERATIONS
 from .plan import Plan
 from .respecialize import Reshaper
+from .shape_plans import ShapePlans
 from .threads import configure_openmp
 
 NATIVE_PREFIX = "native/"
@@ -76,8 +78,7 @@ class Model:
         self.output_names: list[str] = [v.name for v in loaded.graph.outputs]
         self.input_types: list[TensorType] = [v.type for v in loaded.graph.inputs]
         self.output_types: list[TensorType] = [v.type for v in loaded.graph.outputs]
-        self.kernels: list[KernelInfo] = [KernelInfo(k.node.name, k.node.op, k.source_nodes, k.native)
-                                          for k in self.plan.kernels]
+        self.kernels: list[KernelInfo] = _kernel_infos(self.plan)
         self._inputs = {name: (i, t) for i, (name, t) in enumerate(zip(self.input_names, self.input_types))}
         # (name, dtype, shape) per input for the fast feed check; string inputs always take the full one
         self._expect = None if any(t.dtype is DType.string or not t.is_static for t in self.input_types) else \
@@ -86,6 +87,15 @@ class Model:
         fixed = json.loads(loaded.graph.metadata.get("input_values") or "{}")
         self._guards = [(self._inputs[n][0], n, np.asarray(v).reshape(self._inputs[n][1].shape).astype(
             self._inputs[n][1].dtype.np)) for n, v in fixed.items() if n in self._inputs]
+        # dynamic input dims (ir/input_dims.py): one plan per input shape, made at run time (shape_plans.py)
+        self._dims = InputDims.of_metadata(loaded.graph.metadata, self.path)
+        self._shape_plans = None
+        if self._dims is not None:
+            dynamic = [n for n in self.input_names if n in self._dims.dims]
+            self._dyn_pos = [self._inputs[n][0] for n in dynamic]
+            self._shape_plans = ShapePlans(loaded.graph, dynamic, lambda g: Plan(
+                g, resolve, num_threads=num_threads, adaptive=adaptive_threads,
+                max_loop_iterations=max_loop_iterations))
         self._reshaper = Reshaper.of(loaded, {v.name: v.type.shape for v in loaded.graph.inputs},
                                      lambda p: Model(load_model(p), num_threads, native, adaptive_threads,
                                                      trust_native_code, toolchain, max_loop_iterations),
@@ -117,13 +127,14 @@ class Model:
             inputs = self.check_feeds(feeds)
         if self._guards:
             self._check_guards(inputs)
-        bound = None if outputs is None else self._bound_outputs(outputs)
+        plan = self.plan if self._shape_plans is None else self._plan_for(inputs)
+        bound = None if outputs is None else self._bound_outputs(outputs, plan.graph)
         try:
-            if self.plan.native_only:
-                outs = self.plan.execute(inputs, outputs=bound)
+            if plan.native_only:
+                outs = plan.execute(inputs, outputs=bound)
             else:
                 with np.errstate(all="ignore"):    # ONNX semantics: inf/nan results are values, not warnings
-                    outs = self.plan.execute(inputs, outputs=bound)
+                    outs = plan.execute(inputs, outputs=bound)
         except MemoryError:
             raise ConverterError(RET_MEMORY_FAILED, f"{os.path.basename(self.path)}: not enough memory to run the "
                                                     "model (its working buffers could not be allocated)") from None
@@ -132,13 +143,69 @@ class Model:
 
     def run_profiled(self, feeds: Mapping[str, Any], timings: list[float]) -> dict[str, np.ndarray]:
         """Like ``run``, and adds each top-level kernel's wall time (seconds) to ``timings[k]`` (one entry per
-        ``self.kernels``)."""
+        ``self.kernels_for(feeds)``: ``self.kernels`` for a model of static shapes)."""
         inputs = self.check_feeds(feeds)
         if self._guards:
             self._check_guards(inputs)
+        plan = self.plan if self._shape_plans is None else self._plan_for(inputs)
         with np.errstate(all="ignore"):
-            outs = self.plan.execute(inputs, timings)
+            outs = plan.execute(inputs, timings)
         return self._outputs(outs)
+
+    def kernels_for(self, feeds: Mapping[str, Any]) -> list[KernelInfo]:
+        """The top-level kernels a run with ``feeds`` executes (a model with dynamic dims has a plan per input
+        shape, with the kernels bound for it)."""
+        if self._shape_plans is None:
+            return self.kernels
+        return _kernel_infos(self._plan_for(self.check_feeds(feeds)))
+
+    @property
+    def input_shapes(self) -> dict[str, list]:
+        """``{name: [int | "symbol", ...]}``: each tensor input's dims, a dynamic dim by its symbol."""
+        dims = {} if self._dims is None else self._dims.symbolic()
+        return {n: dims[n] if n in dims else (None if t.shape is None else list(t.shape))
+                for n, t in zip(self.input_names, self.input_types)}
+
+    def resize(self, inputs, dims: Sequence[Sequence[int]] | None = None) -> None:
+        """MindSpore's ``Model.resize``: prepares the model to run at these input shapes (a hint: the plan for
+        them is built now, so the first run at them does not pay for it; any admitted shape runs without it).
+        ``inputs``: ``{name: shape}``, or input names (or objects with a ``name``) with ``dims`` their shapes.
+        Raises -600 naming the input and dim for a shape the model does not admit."""
+        if dims is not None:
+            names = [getattr(i, "name", i) for i in inputs]
+            if len(names) != len(dims):
+                raise _bad(f"resize: {len(names)} input(s) but {len(dims)} shape(s)")
+            inputs = dict(zip(names, dims))
+        if not isinstance(inputs, Mapping):
+            raise _bad("resize takes {name: shape} (or input names and their dims)")
+        want = {}
+        for name, shape in inputs.items():
+            if name not in self._inputs:
+                raise _bad(f"resize: unknown input {name!r}; the model's inputs are {self._describe_inputs()}")
+            want[name] = tuple(int(d) for d in shape)
+        if self._shape_plans is None:
+            for name, shape in want.items():
+                t = self._inputs[name][1]
+                if t.shape is not None and shape != t.shape:
+                    raise _bad(f"resize: input {name!r} has the fixed shape {list(t.shape)}; the model was converted "
+                               f"with it (convert without --inputShape to run other shapes)")
+            return
+        shapes = []
+        for name in self._shape_plans.dynamic:
+            if name not in want:
+                raise _bad(f"resize: give the shape of input {name!r} too (dims {self.input_shapes[name]})")
+            self._dims.check(name, want[name])
+            shapes.append(want[name])
+        self._shape_plans.plan_for(tuple(shapes))
+
+    def _plan_for(self, inputs: list) -> Plan:
+        """The plan for the shapes of ``inputs`` (dynamic dims checked: -600 naming the input and dim)."""
+        shapes = []
+        for name, pos in zip(self._shape_plans.dynamic, self._dyn_pos):
+            shape = inputs[pos].shape
+            self._dims.check(name, shape)
+            shapes.append(shape)
+        return self._shape_plans.plan_for(tuple(shapes))
 
     def specialized(self, shapes: Mapping[str, Sequence[int]]) -> Model:
         """This model for the given input shapes: itself when they are the converted ones, else (for inputs
@@ -159,8 +226,9 @@ class Model:
                        f"{self._inputs[bad][1]}{dyn} (re-convert with --inputShape to change fixed dims)")
         return self._reshaper.model_for(target)
 
-    def _bound_outputs(self, outputs: Mapping[str, np.ndarray]) -> list:
-        """``outputs`` checked (names, dtypes, shapes, writable arrays) and listed by output position."""
+    def _bound_outputs(self, outputs: Mapping[str, np.ndarray], graph) -> list:
+        """``outputs`` checked (names, dtypes, shapes, writable arrays; the types of ``graph``, the run's plan's)
+        and listed by output position."""
         if not isinstance(outputs, Mapping):
             raise _bad(f"outputs must be a dict of output name -> array, got {type(outputs).__name__}")
         bound: list = [None] * len(self.output_names)
@@ -168,7 +236,7 @@ class Model:
         for name, arr in outputs.items():
             if name not in index:
                 raise _bad(f"outputs: unknown output {name!r}; the model's outputs are {self.output_names}")
-            t = self.output_types[index[name]]
+            t = graph.outputs[index[name]].type
             if not t.is_tensor or t.shape is None:
                 raise _bad(f"outputs: output {name!r} ({t}) has no fixed shape; it cannot be preallocated")
             if not isinstance(arr, np.ndarray) or arr.dtype != t.dtype.np or arr.shape != t.shape \
@@ -218,11 +286,17 @@ class Model:
         return inputs
 
     def _describe_inputs(self) -> str:
-        return ", ".join(f"{n} ({t})" for n, t in zip(self.input_names, self.input_types))
+        dims = {} if self._dims is None else self._dims.symbolic()
+        return ", ".join(f"{n} ({t.dtype.short}{dims[n]})".replace("'", "") if n in dims else f"{n} ({t})"
+                         for n, t in zip(self.input_names, self.input_types))
 
     def __repr__(self) -> str:
         return (f"Model({os.path.basename(self.path)!r}, inputs={self._describe_inputs()}, "
                 f"outputs={self.output_names}, kernels={len(self.kernels)})")
+
+
+def _kernel_infos(plan: Plan) -> list[KernelInfo]:
+    return [KernelInfo(k.node.name, k.node.op, k.source_nodes, k.native) for k in plan.kernels]
 
 
 def load(path: str | os.PathLike, num_threads: int = 2, native: bool = True,

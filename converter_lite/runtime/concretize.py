@@ -1,0 +1,96 @@
+"""A dynamic-shape graph made static for one set of input shapes: the run-time half of shape resolution.
+
+``concretize(graph, shapes)`` copies ``graph`` (a model converted with dynamic input dims: values computed from
+a dynamic input have ``shape=None``) with the given input shapes and, node by node in order:
+* infers the output types from the now-known input types (``ops.registry.infer_types``; a node whose shapes
+  still depend on data keeps ``shape=None`` and runs with its shapes known at run time, as at conversion);
+* folds what became shape arithmetic: ``Shape``/``Size`` of a value of known shape, then every deterministic
+  node whose inputs are all constants and whose outputs are small (``FOLD_ELEMENTS``) - so an exporter's
+  Shape -> Gather -> Concat -> Reshape chain becomes a Reshape to a constant shape, and what follows it static;
+* re-selects the native drivers of nodes that now have static shapes, among those the converter linked for
+  them (kernels/registry.py ``select``, passes/select_drivers.py records the candidates of a dynamic node).
+
+Nothing is compiled: the copy runs on the kernels the model already has (its native drivers and fused kernels,
+the runtime's fast kernels, the reference kernels).  Constants are shared with ``graph`` (read-only arrays);
+control-flow bodies and fused sub-graphs are shared too (they are not changed).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..ir.core import Graph, Node, TensorType, Value
+from ..kernels.registry import DRIVERS_ATTR, select
+from ..ops.registry import OPS, DynamicShapeError, evaluate_node, infer_dynamic, infer_types
+
+FOLD_ELEMENTS = 1 << 16          # a node of constant inputs is evaluated here when its outputs are this small
+CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+
+
+def concretize(graph: Graph, shapes: Mapping[str, tuple[int, ...]]) -> Graph:
+    """A copy of ``graph`` whose inputs named in ``shapes`` have those shapes (see the module doc)."""
+    vmap: dict[int, Value] = {}
+
+    def mapped(v: Value | None) -> Value | None:
+        if v is None:
+            return None
+        got = vmap.get(id(v))
+        if got is None:                                   # a constant (or an outer value): shared data
+            got = vmap[id(v)] = Value(v.name, v.type, v.const) if v.const is not None else v
+        return got
+
+    inputs = []
+    for v in graph.inputs:
+        t = v.type
+        if v.name in shapes and t.is_tensor:
+            t = TensorType(t.dtype, tuple(int(d) for d in shapes[v.name]), t.kind)
+        nv = vmap[id(v)] = Value(v.name, t)
+        inputs.append(nv)
+    out = Graph(graph.name, inputs)
+    out.metadata = dict(graph.metadata)
+    for node in graph.nodes:
+        ins = [mapped(i) for i in node.inputs]
+        outs = [Value(o.name, o.type) for o in node.outputs]
+        for o, no in zip(node.outputs, outs):
+            vmap[id(o)] = no
+        if all(o.type is not None and o.type.is_static for o in node.outputs) or not node.outputs:
+            out.nodes.append(Node(node.op, ins, outs, node.attrs, node.name))   # nothing dynamic: as converted
+            continue
+        new = Node(node.op, ins, outs, dict(node.attrs), node.name)
+        try:
+            types = infer_types(new)
+        except DynamicShapeError:
+            types = infer_dynamic(new)
+        for o, t in zip(outs, types):
+            o.type = t
+        if _fold(new):
+            continue
+        if new.attrs.get(DRIVERS_ATTR) and all(o.type.is_static for o in outs):
+            new.attrs[DRIVERS_ATTR] = [s for s in select(new) if s in new.attrs[DRIVERS_ATTR]]
+        out.nodes.append(new)
+    out.outputs = [mapped(v) for v in graph.outputs]
+    return out
+
+
+def _fold(node: Node) -> bool:
+    """Evaluates ``node`` into constants on its outputs when it is shape arithmetic; True when it did."""
+    if node.op in ("Shape", "Size") and node.inputs[0] is not None and node.inputs[0].type.is_tensor \
+            and node.inputs[0].type.is_static:
+        src = node.inputs[0].type
+        arrays = evaluate_node(node, [np.broadcast_to(np.zeros((), src.dtype.np), src.shape)])
+    elif (node.op in CONTROL_FLOW or node.op == "GraphKernel" or not OPS[node.op].deterministic
+          or any(v is not None and v.const is None for v in node.inputs)
+          or any(not o.type.is_tensor or not o.type.is_static or o.type.size > FOLD_ELEMENTS
+                 for o in node.outputs)):
+        return False
+    else:
+        with np.errstate(all="ignore"):
+            arrays = evaluate_node(node, [None if v is None else v.const for v in node.inputs])
+    node.detach()
+    for o, a in zip(node.outputs, arrays):
+        o.const = np.array(a, dtype=o.type.dtype.np, order="C")          # (ascontiguousarray makes 0-d 1-d)
+        o.const.setflags(write=False)
+        o.type = TensorType.of(o.const)
+        o.producer = None
+    return True

@@ -1,0 +1,54 @@
+"""One plan per input shape of a model with dynamic dims, made at run time without compiling anything.
+
+A model converted without ``--inputShape`` for its dynamic dims has a graph whose values computed from the
+dynamic inputs have unknown shapes (ir/input_dims.py).  At the first run with a new tuple of input shapes,
+``ShapePlans.plan_for`` makes the graph static for them (concretize.py: type inference and shape arithmetic)
+and builds a ``Plan`` of it (its arena planned and sized for those shapes, its kernels bound with their tiling
+chosen for them); later runs with the same shapes reuse it.  The most recently used ``MAX_PLANS`` plans are
+kept (each holds its arena while idle); ``Model.resize`` builds one ahead of the first run.
+
+What a new shape costs is shape inference and binding (Python, no compiler, no llvmlite): the first run at a
+shape is measured in ``make bench`` against the steady runs.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+
+from ..ir.core import Graph
+from .concretize import concretize
+
+MAX_PLANS = 8                   # plans kept for the most recently used input shapes
+
+
+class ShapePlans:
+    def __init__(self, graph: Graph, dynamic: list[str], make_plan: Callable[[Graph], object],
+                 max_plans: int = MAX_PLANS):
+        self.graph = graph
+        self.dynamic = dynamic                       # names of the dynamic inputs, graph-input order
+        self._make_plan = make_plan
+        self._plans: OrderedDict[tuple, object] = OrderedDict()
+        self._lock = threading.Lock()
+        self.max_plans = max_plans
+        self.built = 0                               # plans made so far (a test and a bench figure)
+
+    def plan_for(self, shapes: tuple[tuple[int, ...], ...]):
+        """The plan for ``shapes`` (one shape per dynamic input, in ``dynamic`` order), made on first use."""
+        with self._lock:
+            plan = self._plans.get(shapes)
+            if plan is not None:
+                self._plans.move_to_end(shapes)
+                return plan
+        plan = self._make_plan(concretize(self.graph, dict(zip(self.dynamic, shapes))))
+        with self._lock:
+            self.built += 1
+            self._plans[shapes] = plan
+            self._plans.move_to_end(shapes)
+            while len(self._plans) > self.max_plans:
+                self._plans.popitem(last=False)
+        return plan
+
+    def cached(self) -> list[tuple]:
+        with self._lock:
+            return list(self._plans)

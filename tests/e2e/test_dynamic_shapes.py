@@ -1,0 +1,206 @@
+"""Models with dynamic input dims convert once, without --inputShape, and run at any admitted shape with no
+compiler in the run process (runtime/shape_plans.py, runtime/concretize.py): results match onnxruntime at
+several shapes, a new shape builds a plan once, bad shapes give -600 naming the input and dim, --inputShape
+ranges bound dims, and a fresh process with an empty HOME runs the .ms without importing llvmlite."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx.helper as oh
+import pytest
+
+import converter_lite
+from converter_lite.errors import ConverterError
+from converter_lite.frontend import import_model
+from helpers import assert_close, make_model, run_ort, tensor_info
+
+F = np.float32
+I64 = np.int64
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+
+
+def mlp_model():
+    """x[batch, seq, 16] -> MatMul + bias -> x*sigmoid(x) -> LayerNorm-ish -> Shape/Gather/Concat/Reshape to
+    [batch*seq, 32] -> ReduceSum: an exporter's shape arithmetic over both dynamic dims."""
+    rng = np.random.default_rng(0)
+    w, b = rng.standard_normal((16, 32)).astype(F), rng.standard_normal(32).astype(F)
+    nodes = [
+        oh.make_node("MatMul", ["x", "w"], ["h"]), oh.make_node("Add", ["h", "b"], ["hb"]),
+        oh.make_node("Sigmoid", ["hb"], ["s"]), oh.make_node("Mul", ["hb", "s"], ["a"]),
+        oh.make_node("ReduceMean", ["a", "ax"], ["mu"]), oh.make_node("Sub", ["a", "mu"], ["c"]),
+        oh.make_node("Mul", ["c", "c"], ["c2"]), oh.make_node("ReduceMean", ["c2", "ax"], ["var"]),
+        oh.make_node("Add", ["var", "eps"], ["ve"]), oh.make_node("Sqrt", ["ve"], ["sd"]),
+        oh.make_node("Div", ["c", "sd"], ["n"]),
+        oh.make_node("Shape", ["x"], ["shp"]),
+        oh.make_node("Gather", ["shp", "i0"], ["d0"], axis=0), oh.make_node("Gather", ["shp", "i1"], ["d1"], axis=0),
+        oh.make_node("Mul", ["d0", "d1"], ["rows"]), oh.make_node("Unsqueeze", ["rows", "ax0"], ["rows1"]),
+        oh.make_node("Concat", ["rows1", "c32"], ["newshape"], axis=0),
+        oh.make_node("Reshape", ["n", "newshape"], ["flat"]),
+        oh.make_node("ReduceSum", ["flat", "ax"], ["y"], keepdims=0),
+    ]
+    inits = dict([("w", w), ("b", b), ("ax", np.array([-1], I64)), ("eps", np.array(1e-5, F)),
+             ("i0", np.array(0, I64)), ("i1", np.array(1, I64)), ("ax0", np.array([0], I64)),
+             ("c32", np.array([32], I64))])
+    return make_model(nodes, [tensor_info("x", F, ["batch", "seq", 16])], [tensor_info("y", F, [None])], inits)
+
+
+def conv_model():
+    """x[N, 3, H, W] -> Conv 3x3 pad 1 -> Relu -> Conv 3x3 stride 2 -> GlobalAveragePool -> Flatten -> Gemm."""
+    rng = np.random.default_rng(1)
+    w1, b1 = rng.standard_normal((8, 3, 3, 3)).astype(F) * 0.3, rng.standard_normal(8).astype(F)
+    w2 = rng.standard_normal((16, 8, 3, 3)).astype(F) * 0.2
+    g, gb = rng.standard_normal((5, 16)).astype(F), rng.standard_normal(5).astype(F)
+    nodes = [
+        oh.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), oh.make_node("Relu", ["c1"], ["r1"]),
+        oh.make_node("Conv", ["r1", "w2"], ["c2"], strides=[2, 2]), oh.make_node("Sigmoid", ["c2"], ["s2"]),
+        oh.make_node("Mul", ["c2", "s2"], ["a2"]),
+        oh.make_node("GlobalAveragePool", ["a2"], ["p"]), oh.make_node("Flatten", ["p"], ["f"]),
+        oh.make_node("Gemm", ["f", "g", "gb"], ["y"], transB=1),
+    ]
+    inits = {"w1": w1, "b1": b1, "w2": w2, "g": g, "gb": gb}
+    return make_model(nodes, [tensor_info("x", F, ["N", 3, "H", -1])], [tensor_info("y", F, ["N", 5])], inits)
+
+
+def attention_model():
+    """x[1, seq, 8] -> q, k, v -> softmax(q k^T / sqrt(8)) v: the attention scores are [seq, seq]."""
+    rng = np.random.default_rng(2)
+    ws = [rng.standard_normal((8, 8)).astype(F) * 0.5 for _ in range(3)]
+    nodes = [oh.make_node("MatMul", ["x", f"w{i}"], [n]) for i, n in enumerate("qkv")] + [
+        oh.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]), oh.make_node("MatMul", ["q", "kt"], ["s"]),
+        oh.make_node("Mul", ["s", "scale"], ["ss"]), oh.make_node("Softmax", ["ss"], ["p"], axis=-1),
+        oh.make_node("MatMul", ["p", "v"], ["y"]),
+    ]
+    inits = {**{f"w{i}": w for i, w in enumerate(ws)}, "scale": np.array(8 ** -0.5, F)}
+    return make_model(nodes, [tensor_info("x", F, [1, "?", 8])], [tensor_info("y", F, [1, None, 8])], inits)
+
+
+CASES = {
+    "mlp": (mlp_model, [(1, 1, 16), (2, 7, 16), (3, 64, 16), (1, 130, 16), (0, 5, 16)]),
+    "conv": (conv_model, [(1, 3, 16, 16), (2, 3, 9, 23), (1, 3, 31, 8), (3, 3, 5, 5)]),
+    "attention": (attention_model, [(1, 1, 8), (1, 5, 8), (1, 77, 8), (1, 200, 8)]),
+}
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    d = tmp_path_factory.mktemp("dynamic")
+    out = {}
+    for name, (build, _) in CASES.items():
+        m = build()
+        out[name] = (m, converter_lite.convert(m, str(d / name), enable_graph_kernel=True))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_runs_at_every_shape_like_onnxruntime(converted, name):
+    proto, path = converted[name]
+    model = converter_lite.load(path)
+    rng = np.random.default_rng(3)
+    shapes = CASES[name][1]
+    for shape in shapes + shapes[:1]:
+        x = rng.standard_normal(shape).astype(F)
+        got = model.run({"x": x})
+        want = run_ort(proto, {"x": x})
+        for g, w in zip(got.values(), want):
+            assert g.shape == w.shape, (shape, g.shape, w.shape)
+            assert_close(g, w, rtol=1e-4, atol=1e-4, what=f"{name} at {shape}")
+    assert model._shape_plans.built == len(shapes)        # the repeated shape reused its plan
+
+
+def test_input_shapes_report_the_symbols(converted):
+    assert converter_lite.load(converted["conv"][1]).input_shapes == {"x": ["N", 3, "H", "x_d3"]}
+    assert converter_lite.load(converted["mlp"][1]).input_shapes == {"x": ["batch", "seq", 16]}
+    g = import_model(conv_model())
+    assert g.inputs[0].type.shape is None
+    assert json.loads(g.metadata["input_dims"])["x"][1] == 3
+
+
+@pytest.mark.parametrize("shape,words", [
+    ((1, 3, 8), ["rank 4", "'x'"]),
+    ((1, 4, 8, 8), ["dim 1 is fixed to 3", "'x'"]),
+    ((1, 3, 8, 8, 1), ["rank 4"]),
+])
+def test_bad_shapes_are_600_and_the_model_stays_usable(converted, shape, words):
+    model = converter_lite.load(converted["conv"][1])
+    with pytest.raises(ConverterError) as e:
+        model.run({"x": np.zeros(shape, F)})
+    assert e.value.code == -600
+    for w in words:
+        assert w in e.value.message, e.value.message
+    x = np.ones((1, 3, 6, 6), F)
+    assert_close(model.run({"x": x})["y"], run_ort(converted["conv"][0], {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+def test_input_shape_ranges_bound_dims(tmp_path):
+    path = converter_lite.convert(attention_model(), str(tmp_path / "att"), input_shape="x:1,1-64,8")
+    model = converter_lite.load(path)
+    assert model.input_shapes == {"x": [1, "x_d1", 8]}
+    model.run({"x": np.ones((1, 64, 8), F)})
+    with pytest.raises(ConverterError) as e:
+        model.run({"x": np.ones((1, 65, 8), F)})
+    assert e.value.code == -600 and "dim 1" in e.value.message and "[1, 64]" in e.value.message
+    with pytest.raises(ConverterError) as e:
+        converter_lite.convert(attention_model(), str(tmp_path / "bad"), input_shape="x:1,9-2,8")
+    assert e.value.code == -600 and "range" in e.value.message
+    assert not os.path.exists(tmp_path / "bad.ms")
+
+
+def test_resize_builds_the_plan_ahead(converted):
+    model = converter_lite.load(converted["conv"][1])
+    model.resize({"x": (2, 3, 12, 12)})
+    assert model._shape_plans.built == 1
+    model.resize(["x"], [(1, 3, 7, 9)])
+    model.run({"x": np.ones((2, 3, 12, 12), F)})
+    model.run({"x": np.ones((1, 3, 7, 9), F)})
+    assert model._shape_plans.built == 2
+    with pytest.raises(ConverterError) as e:
+        model.resize({"x": (1, 2, 7, 9)})
+    assert e.value.code == -600 and "dim 1" in e.value.message
+
+
+def test_outputs_binding_at_a_dynamic_shape(converted):
+    model = converter_lite.load(converted["conv"][1])
+    x = np.ones((3, 3, 10, 10), F)
+    out = np.empty((3, 5), F)
+    got = model.run({"x": x}, outputs={"y": out})
+    assert got["y"] is out
+    assert_close(out, run_ort(converted["conv"][0], {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+def test_fresh_process_runs_without_llvmlite(converted, tmp_path):
+    """The deployment case: an empty HOME (no kernel cache), shapes never seen, and no compiler: llvmlite is
+    never imported."""
+    _, path = converted["conv"]
+    script = (
+        "import sys, numpy as np, converter_lite\n"
+        f"m = converter_lite.load({path!r})\n"
+        "for s in [(1, 3, 11, 13), (2, 3, 40, 24), (1, 3, 5, 64), (4, 3, 8, 8)]:\n"
+        "    y = m.run({'x': np.ones(s, np.float32)})['y']\n"
+        "    assert y.shape == (s[0], 5), y.shape\n"
+        "plan = m._shape_plans.plan_for(((1, 3, 9, 9),))\n"
+        "assert all(n.attrs.get('native_drivers') for n in plan.graph.nodes if n.op == 'Conv')\n"
+        "print('llvmlite' in sys.modules)\n")
+    env = dict(os.environ, HOME=str(tmp_path), PYTHONPATH=ROOT)
+    env.pop("CONVERTER_LITE_CACHE_DIR", None)
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
+    assert not os.listdir(tmp_path)             # nothing cached, nothing written
+
+
+def test_benchmark_runs_at_given_shapes(converted, tmp_path):
+    from click.testing import CliRunner
+
+    from converter_lite.cli.benchmark import main
+    _, path = converted["mlp"]
+    r = CliRunner().invoke(main, [f"--modelFile={path}", "--inputShapes=2,9,16", "--loopCount=3"])
+    assert r.exit_code == 0, r.output
+    assert "AvgRunTime" in r.output
+    r = CliRunner().invoke(main, [f"--modelFile={path}", "--loopCount=3"])
+    assert r.exit_code != 0 and "--inputShapes" in r.output and "'x'" in r.output
+    r = CliRunner().invoke(main, [f"--modelFile={path}", "--inputShapes=2,9,15", "--loopCount=3"])
+    assert r.exit_code != 0 and "dim 2 is fixed to 16" in r.output
