@@ -67,12 +67,13 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
                   input_shape: dict | str | None = None, fp16: bool = False,
                   embed_source: bool = True, input_format: str = "NCHW",
                   input_value: dict | str | None = None) -> ConvertResult:
-    """Converts ``model_file`` (path or ModelProto) to ``output_file`` (.ms).  A model whose inputs have dynamic
-    dims gets its ONNX source embedded (``embed_source``, not with ``fp16``) so a run with other shapes can
-    re-specialize it: the file then holds the weights twice.  ``input_format="NHWC"`` (``--inputDataFormat``)
+    """Converts ``model_file`` (path or ModelProto) to ``output_file`` (.ms).  Dynamic input dims that
+    ``input_shape`` does not fix stay dynamic: the model runs at any admitted shape (ir/input_dims.py).  A model
+    whose dynamic dims ``input_shape`` fixes gets its ONNX source embedded (``embed_source``, not with ``fp16``)
+    so a run with other shapes can re-specialize it: the file then holds the weights twice.  ``input_format="NHWC"`` (``--inputDataFormat``)
     makes the 4-D inputs channels-last with a Transpose inserted before the optimizer (frontend/layout.py).
     ``input_value`` (``--inputValue``) fixes inputs' values at conversion (frontend/input_values.py)."""
-    from .frontend.input_shapes import explain_defaulted_dims, parse_input_shapes
+    from .frontend.input_shapes import parse_input_shapes
     from .frontend.input_values import parse_input_values
     from .frontend.onnx_import import import_model
     from .model.format import SOURCE_SECTION, save_model
@@ -105,22 +106,14 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
         raise ConverterError(RET_INPUT_PARAM_INVALID, f"--inputDataFormat={input_format}: must be NCHW or NHWC")
     stats: dict[str, int] = {}
     artifacts: dict[str, bytes] = {}
-    try:
-        graph = import_model(source, input_shapes=input_shape, input_values=input_values)
-        timings["import"] = time.perf_counter() - t0
-        if optimize != "none" and config.enabled:
-            t0 = time.perf_counter()
-            ctx = run_graph_kernel_optimizer(graph, config)
-            timings["graph_kernel"] = time.perf_counter() - t0
-            stats = dict(ctx.stats)
-            artifacts = dict(ctx.artifacts)
-    except ConverterError as e:
-        # shape inference (import or optimizer) failing on dynamic input dims the import set to 1: -600 telling
-        # the --inputShape to pass (the one place for it; any other error passes unchanged)
-        explained = explain_defaulted_dims(e, source, input_shape)
-        if explained is e:
-            raise
-        raise explained from None
+    graph = import_model(source, input_shapes=input_shape, input_values=input_values)
+    timings["import"] = time.perf_counter() - t0
+    if optimize != "none" and config.enabled:
+        t0 = time.perf_counter()
+        ctx = run_graph_kernel_optimizer(graph, config)
+        timings["graph_kernel"] = time.perf_counter() - t0
+        stats = dict(ctx.stats)
+        artifacts = dict(ctx.artifacts)
 
     if fp16:
         from .passes.fp16_weights import store_weights_as_fp16

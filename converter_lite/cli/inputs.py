@@ -7,8 +7,9 @@ metadata may override any input's range with ``"input_ranges": {"name": [low, hi
 """
 from __future__ import annotations
 
+import logging
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -16,6 +17,7 @@ from ..errors import RET_ERROR, RET_INPUT_PARAM_INVALID, ConverterError
 from ..ir.core import Graph, TensorType, Value
 from ..ir.dtype import DType
 
+log = logging.getLogger("converter_lite.benchmark")
 FLOAT_RANGE = (0.1, 1.0)
 INT_RANGE = (0, 100)
 # op type -> index of the input that holds indices into input 0 along attrs["axis"] (default 0)
@@ -27,17 +29,19 @@ def _bad(message: str) -> ConverterError:
 
 
 def input_type(model, value: Value, shapes: dict | None) -> TensorType:
-    """``value``'s type with the shape ``--inputShapes`` gives it (``shapes``); -600 for an input of dynamic dims
-    without one (naming the input, its symbolic dims and the flag to pass)."""
+    """``value``'s type with the shape ``--inputShapes`` gives it (``shapes``); an input of dynamic dims without
+    one runs with each dynamic dim at its lower bound (at least 1), with a warning naming the flag."""
     t: TensorType = value.type
     if shapes and value.name in shapes:
         return TensorType(t.dtype, tuple(shapes[value.name]), t.kind)
     if t.is_tensor and t.shape is None:
-        dims = getattr(model, "input_shapes", {}).get(value.name)
-        hint = ":".join(",".join(str(d) if isinstance(d, int) else "N" for d in getattr(model, "input_shapes", {})
-                                 .get(v.name) or []) for v in model.graph.inputs)
-        raise _bad(f"input {value.name!r} has dynamic dims {dims}: give the shapes to run with --inputShapes "
-                   f"(e.g. --inputShapes={hint}, each N a size)")
+        dims = getattr(model, "_dims", None)
+        shape = dims.default_shape(value.name) if dims is not None else None
+        if shape is None:
+            raise _bad(f"input {value.name!r} has no shape known before run time: give it with --inputShapes")
+        log.warning("input %r has dynamic dims %s: running at %s (give --inputShapes to choose)", value.name,
+                    model.input_shapes.get(value.name), ",".join(map(str, shape)))
+        return TensorType(t.dtype, shape, t.kind)
     return t
 
 

@@ -20,9 +20,17 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..errors import RET_INPUT_PARAM_INVALID, ConverterError
 from ..ir.core import Graph, Node, TensorType, Value
 from ..kernels.registry import DRIVERS_ATTR, select
-from ..ops.registry import OPS, DynamicShapeError, evaluate_node, infer_dynamic, infer_types
+from ..ops.registry import (
+    OPS,
+    DynamicShapeError,
+    KernelError,
+    evaluate_node,
+    infer_dynamic,
+    infer_types,
+)
 
 FOLD_ELEMENTS = 1 << 16          # a node of constant inputs is evaluated here when its outputs are this small
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
@@ -62,15 +70,27 @@ def concretize(graph: Graph, shapes: Mapping[str, tuple[int, ...]]) -> Graph:
             types = infer_types(new)
         except DynamicShapeError:
             types = infer_dynamic(new)
+        except (KernelError, ValueError, IndexError, TypeError) as e:
+            raise _shape_error(node, shapes, e) from None
         for o, t in zip(outs, types):
             o.type = t
-        if _fold(new):
-            continue
+        try:
+            if _fold(new):
+                continue
+        except (KernelError, ValueError, IndexError, TypeError) as e:
+            raise _shape_error(node, shapes, e) from None
         if new.attrs.get(DRIVERS_ATTR) and all(o.type.is_static for o in outs):
             new.attrs[DRIVERS_ATTR] = [s for s in select(new) if s in new.attrs[DRIVERS_ATTR]]
         out.nodes.append(new)
     out.outputs = [mapped(v) for v in graph.outputs]
     return out
+
+
+def _shape_error(node: Node, shapes: Mapping, e: Exception) -> ConverterError:
+    """-600: the input shapes fed are ones the model's nodes reject (the node and the shapes named)."""
+    given = ", ".join(f"{n} {list(s)}" for n, s in shapes.items())
+    return ConverterError(RET_INPUT_PARAM_INVALID, f"input shapes {given}: {node.op} node {node.name!r} cannot take "
+                                                   f"them: {e}")
 
 
 def _fold(node: Node) -> bool:

@@ -10,11 +10,11 @@ import sys
 import numpy as np
 import onnx.helper as oh
 import pytest
+from helpers import assert_close, make_model, run_ort, tensor_info
 
 import converter_lite
 from converter_lite.errors import ConverterError
 from converter_lite.frontend import import_model
-from helpers import assert_close, make_model, run_ort, tensor_info
 
 F = np.float32
 I64 = np.int64
@@ -200,7 +200,7 @@ def test_benchmark_runs_at_given_shapes(converted, tmp_path):
     r = CliRunner().invoke(main, [f"--modelFile={path}", "--inputShapes=2,9,16", "--loopCount=3"])
     assert r.exit_code == 0, r.output
     assert "AvgRunTime" in r.output
-    r = CliRunner().invoke(main, [f"--modelFile={path}", "--loopCount=3"])
-    assert r.exit_code != 0 and "--inputShapes" in r.output and "'x'" in r.output
+    r = CliRunner().invoke(main, [f"--modelFile={path}", "--loopCount=3"])   # dynamic dims at their lower bound
+    assert r.exit_code == 0, r.output
     r = CliRunner().invoke(main, [f"--modelFile={path}", "--inputShapes=2,9,15", "--loopCount=3"])
     assert r.exit_code != 0 and "dim 2 is fixed to 16" in r.output

@@ -58,13 +58,15 @@ def test_missing_external_data_file(tmp_path):
     assert e.value.code == -200
 
 
-def test_dynamic_dims_default_to_one_with_warning(caplog):
+def test_dynamic_dims_stay_dynamic_unless_given():
     m = make_model([oh.make_node("Relu", ["x"], ["y"])], [tensor_info("x", F, ["batch", 3])],
                    [tensor_info("y", F, ["batch", 3])])
     g = import_model(m)
-    assert g.inputs[0].type.shape == (1, 3)
-    assert any("batch" in r.message and "--inputShape" in r.message for r in caplog.records)
+    assert g.inputs[0].type.shape is None and g.outputs[0].type.shape is None
+    assert g.metadata["input_dims"] == '{"x": [{"sym": "batch"}, 3]}'
     assert import_model(m, {"x": (7, 3)}).inputs[0].type.shape == (7, 3)
+    assert import_model(m, {"x": ((1, 8), 3)}).metadata["input_dims"] == '{"x": [{"sym": "batch", "min": 1, "max": 8}, 3]}'
+    assert parse_input_shapes("x:1-8,3") == {"x": ((1, 8), 3)}
 
 
 def test_parse_input_shapes_mindspore_syntax():

@@ -1,4 +1,6 @@
-"""Models with dynamic input dims run at other sizes of those dims (runtime/respecialize.py)."""
+"""Models with dynamic input dims converted with --inputShape fixing them run at other sizes of those dims by
+converting again in the run process (runtime/respecialize.py; without --inputShape the model needs no converting
+again: tests/e2e/test_dynamic_shapes.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -32,14 +34,14 @@ def dyn_ms(tmp_path_factory):
     d = tmp_path_factory.mktemp("reshape")
     src = d / "dyn.onnx"
     onnx.save(_model(), src)
-    return convert(str(src), str(d / "dyn"), graph_kernel_flags="--opt_level=2"), _model()
+    return convert(str(src), str(d / "dyn"), graph_kernel_flags="--opt_level=2", input_shape={"x": (1, 4)}), _model()
 
 
 def test_converted_shape_and_other_batch_sizes_match_onnxruntime(dyn_ms):
     path, proto = dyn_ms
     assert SOURCE_SECTION in load_model(path).sections
     m = load(path)
-    assert m.input_types[0].shape == (1, 4)                # dynamic dims default to 1 at conversion
+    assert m.input_types[0].shape == (1, 4)                # converted with --inputShape x:1,4
     rng = np.random.default_rng(0)
     for n in (1, 5, 0, 5, 17):
         x = rng.standard_normal((n, 4)).astype(np.float32)
