@@ -22,9 +22,10 @@ def jit(ll_text: str, driver_symbols) -> object:
 
 def regenerate(graph, num_threads: int) -> dict[str, bytes]:
     from .codegen import build_kernels
+    from .ops.graph_kernel import kernel_entry
     from .passes.select_drivers import recorded_drivers
 
-    kernels = [(n.attrs["kernel_name"], n.attrs["graph"]) for g in graph.all_graphs() for n in g.nodes
+    kernels = [kernel_entry(n) for g in graph.all_graphs() for n in g.nodes
                if n.op == "GraphKernel"]
     drivers = recorded_drivers(graph)
     if not kernels and not drivers:

@@ -41,20 +41,24 @@ class KernelSpec:
     inputs: list[tuple[str, tuple[int, ...]]]
     outputs: list[tuple[str, tuple[int, ...]]]
     parallel: bool
+    rows: int | None = None          # a row-polymorphic kernel (rows.py): the nominal rows of the shapes above
 
     @property
     def num_args(self) -> int:
         return len(self.inputs) + len(self.outputs)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "symbol": self.symbol, "num_args": self.num_args, "parallel": self.parallel,
-                "inputs": [{"dtype": d, "shape": list(s)} for d, s in self.inputs],
-                "outputs": [{"dtype": d, "shape": list(s)} for d, s in self.outputs]}
+        d = {"name": self.name, "symbol": self.symbol, "num_args": self.num_args, "parallel": self.parallel,
+             "inputs": [{"dtype": d, "shape": list(s)} for d, s in self.inputs],
+             "outputs": [{"dtype": d, "shape": list(s)} for d, s in self.outputs]}
+        if self.rows:
+            d["rows"] = self.rows
+        return d
 
 
-def kernel_spec(name: str, graph: Graph, parallel: bool) -> KernelSpec:
+def kernel_spec(name: str, graph: Graph, parallel: bool, rows: int | None = None) -> KernelSpec:
     return KernelSpec(name, symbol_for(name), [(v.dtype.name, tuple(v.shape)) for v in graph.inputs],
-                      [(v.dtype.name, tuple(v.shape)) for v in graph.outputs], parallel)
+                      [(v.dtype.name, tuple(v.shape)) for v in graph.outputs], parallel, rows)
 
 
 def is_parallel(plan: KernelPlan, threads: int, threshold: int) -> bool:

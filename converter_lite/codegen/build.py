@@ -36,6 +36,7 @@ from .errors import UnsupportedOpError
 from .library import KernelLibrary, resolve_target
 from .link import link_shared
 from .lower import check_supported
+from .rows import lower_row_kernel
 from .threadpool import emit_pool
 
 CODEGEN_VERSION = "3"
@@ -66,7 +67,8 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
                   num_threads_hint: int = 2, *, drivers: Mapping[str, Emitter] | None = None,
                   parallel_threshold: int = PARALLEL_THRESHOLD,
                   on_unsupported: str = "raise", cc: str = "cc", link: bool = True) -> NativeBundle:
-    """Compiles ``kernels`` = [(name, sub-graph)] into one NativeBundle.
+    """Compiles ``kernels`` = [(name, sub-graph)] into one NativeBundle; an entry (name, sub-graph, nominal)
+    is a row-polymorphic kernel of a model with dynamic dims (rows.py).
 
     With ``link=False`` nothing is compiled: the bundle holds the kernels' LLVM IR and target fingerprint only
     (no ``native/lib.so``), which a loader JIT-compiles in memory (``runtime.native``) — how a model whose
@@ -91,13 +93,18 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
     exports: list[tuple[str, str]] = []
     specs: dict[str, KernelSpec] = {}
     skipped: dict[str, str] = {}
-    for name, graph in kernels:
+    for name, graph, *rest in kernels:
         if name in specs:
             raise ValueError(f"kernel name {name!r} used twice")
+        rows = rest[0] if rest else None
         try:
             check_supported(graph, name)
-            module, parallel = lower_kernel(graph, PLACEHOLDER, threads=num_threads_hint,
-                                            threshold=parallel_threshold, kernel=name, features=tspec.usable)
+            if rows:
+                module, parallel = lower_row_kernel(graph, PLACEHOLDER, rows, threshold=parallel_threshold,
+                                                    kernel=name, features=tspec.usable), True
+            else:
+                module, parallel = lower_kernel(graph, PLACEHOLDER, threads=num_threads_hint,
+                                                threshold=parallel_threshold, kernel=name, features=tspec.usable)
         except UnsupportedOpError as e:
             if on_unsupported != "skip":
                 raise
@@ -109,7 +116,7 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
         canon = "clk_" + key[:32]
         texts.setdefault(key, text.replace(PLACEHOLDER, canon))
         exports.append((symbol_for(name), canon))
-        specs[name] = kernel_spec(name, graph, parallel)
+        specs[name] = kernel_spec(name, graph, parallel, rows)
     t_lower = time.perf_counter()
     exports_ir = str(export_wrappers(exports))
     pool_ir = _pool_ir(tspec.triple)

@@ -2,17 +2,56 @@
 node's order), ``attrs["kernel_name"]`` its symbol and ``attrs["source_nodes"]`` the original ONNX node names.
 
 Its reference semantics are the interpretation of the sub-graph, so every opt_level runs without native code.
+
+A *row kernel* (``attrs["rows"]``, passes/dynamic_fusion.py) is a fused kernel of a model with dynamic dims:
+its sub-graph's values have the shape ``[nominal, *tail]``, where the row axis stands for the leading dims of
+the node's values up to their last dynamic one, flattened (``lead`` of them, taken from input ``ref``), so the
+same sub-graph (and native code, codegen/rows.py) serves every number of rows.  ``rows`` = ``{"nominal": int,
+"lead": int, "ref": int, "inputs": [bool per input: has the rows]}``.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from ..ir.core import TensorType
 from ..ops.interpret import eval_graph
-from .registry import reference
+from .registry import KernelError, reference
 
 
 def _infer(node):
-    return [v.type for v in node.attrs["graph"].outputs]
+    rows = node.attrs.get("rows")
+    sub = node.attrs["graph"]
+    if rows is None:
+        return [v.type for v in sub.outputs]
+    ref = node.inputs[rows["ref"]]
+    if ref.type.shape is None:
+        return [TensorType(v.dtype, None) for v in sub.outputs]
+    prefix = ref.type.shape[:rows["lead"]]
+    r = int(np.prod(prefix, dtype=np.int64))
+    for v, has, sv in zip(node.inputs, rows["inputs"], sub.inputs):
+        if has and v.type.shape is not None and v.type.size != r * int(np.prod(sv.shape[1:], dtype=np.int64)):
+            raise KernelError(f"GraphKernel {node.name!r}: input {v.name!r} {list(v.type.shape)} does not have "
+                              f"the kernel's {r} rows of {list(sv.shape[1:])}")
+    return [TensorType(v.dtype, tuple(prefix) + tuple(v.shape[1:])) for v in sub.outputs]
 
 
 @reference("GraphKernel", infer=_infer)
 def graph_kernel(attrs, *inputs):
-    return tuple(eval_graph(attrs["graph"], list(inputs)))
+    rows = attrs.get("rows")
+    if rows is None:
+        return tuple(eval_graph(attrs["graph"], list(inputs)))
+    sub = attrs["graph"]
+    prefix = np.shape(inputs[rows["ref"]])[:rows["lead"]]
+    r = int(np.prod(prefix, dtype=np.int64))
+    flat = [np.reshape(a, (r, *v.shape[1:])) if has else a for a, has, v in zip(inputs, rows["inputs"], sub.inputs)]
+    outs = eval_graph(sub, flat)
+    return tuple(np.reshape(o, tuple(prefix) + tuple(v.shape[1:])) for o, v in zip(outs, sub.outputs))
+
+
+def kernel_entry(node) -> tuple:
+    """What codegen.build_kernels takes for a GraphKernel node: (name, sub-graph) or, for a row kernel,
+    (name, sub-graph, nominal rows)."""
+    rows = node.attrs.get("rows")
+    if rows:
+        return node.attrs["kernel_name"], node.attrs["graph"], rows["nominal"]
+    return node.attrs["kernel_name"], node.attrs["graph"]

@@ -19,6 +19,7 @@ import time
 from ..ir.core import Graph
 from ..kernels.registry import emitters
 from .base import Pass, PassContext
+from ..ops.graph_kernel import kernel_entry
 from .conv_epilogue import assign_conv_epilogues
 from .registry import register_pass
 from .select_drivers import recorded_drivers, select_drivers
@@ -48,7 +49,7 @@ class GraphKernelBuild(Pass):
                 ctx.log.info("kernel %s stays interpreted: %s", node.attrs["kernel_name"], reason)
                 ctx.count("graph_kernel_build/interpreted")
             else:
-                todo.append((node.attrs["kernel_name"], node.attrs["graph"]))
+                todo.append(kernel_entry(node))
         if not todo and not drivers:
             return False
         t0 = time.perf_counter()
@@ -65,7 +66,7 @@ class GraphKernelBuild(Pass):
         ctx.count("graph_kernel_build/compiled", int(bundle.stats.get("compiled", 0)))
         ctx.count("graph_kernel_build/compile_us", int((time.perf_counter() - t0) * 1e6))
         if cfg.dump_as_text:
-            for name, sub in todo:
+            for name, sub, *_ in todo:
                 if name in bundle.specs:
                     ll, asm = _kernel_text(codegen, sub, target, name, cfg)
                     ctx.record(f"{name}.ll", ll)

@@ -67,7 +67,8 @@ DEFAULT_PIPELINE: tuple[StageSpec, ...] = (
     _stage("stitch",
            P("stitch_fusion", flag="enable_stitch_fusion"), P("eliminate_redundant_output", 1)),
     _stage("combine",
-           P("parallel_fusion", flag="enable_parallel_fusion")),
+           P("parallel_fusion", flag="enable_parallel_fusion"),
+           P("dynamic_fusion", 1)),         # a model with dynamic dims: row kernels (fuse/dynamic.py)
     _stage("build",
            P("graph_kernel_build", 1)),
 )
@@ -104,7 +105,7 @@ from . import (  # noqa: E402,F401  (op combiner, recompute fusion)
     expand,  # noqa: E402,F401  (graph_kernel_expander)
     recompute,
 )
-from .fuse import cluster, parallel_fusion, redundant_output, stitch  # noqa: E402,F401  (graph_kernel_cluster, eliminate_redundant_output)  # noqa: E402,F401  (opt_level 3 stitch/parallel fusion)
+from .fuse import cluster, dynamic, parallel_fusion, redundant_output, stitch  # noqa: E402,F401  (graph_kernel_cluster, eliminate_redundant_output)  # noqa: E402,F401  (opt_level 3 stitch/parallel fusion)
 from .rewrite import (  # noqa: E402,F401
     add_layer_norm,
     add_rms_norm,

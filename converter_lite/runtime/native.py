@@ -118,7 +118,8 @@ class UnknownKernelError(ConverterError, KeyError):
 class NativeKernel:
     """A callable native kernel: ``fn(inputs, outputs)`` checks the buffers and calls the code."""
 
-    __slots__ = ("_argv_t", "_fn", "_in_specs", "_keep", "_last", "_num_threads", "_out_specs", "name", "spec")
+    __slots__ = ("_argv_t", "_fn", "_in_specs", "_keep", "_last", "_num_threads", "_out_specs", "_rows", "name",
+                 "spec")
 
     def __init__(self, name: str, spec: dict, fn: Callable, num_threads: int, keep: object):
         self.name = name
@@ -127,7 +128,8 @@ class NativeKernel:
         self._num_threads = num_threads
         self._in_specs = [(np.dtype(a["dtype"]), tuple(a["shape"])) for a in spec["inputs"]]
         self._out_specs = [(np.dtype(a["dtype"]), tuple(a["shape"])) for a in spec["outputs"]]
-        self._argv_t = ctypes.c_void_p * (len(self._in_specs) + len(self._out_specs))
+        self._rows = int(spec.get("rows") or 0)           # a row kernel (codegen/rows.py): R is the last arg
+        self._argv_t = ctypes.c_void_p * (len(self._in_specs) + len(self._out_specs) + (1 if self._rows else 0))
         self._keep = keep                                  # the library stays loaded while kernels exist
         self._last: tuple = ((), None)                     # (arrays, argv) of the previous call
 
@@ -141,7 +143,11 @@ class NativeKernel:
         out = []
         for k, (a, (dt, shape)) in enumerate(zip(arrays, specs)):
             a = a if isinstance(a, np.ndarray) else np.asarray(a)
-            if a.dtype != dt or a.shape != shape:
+            if self._rows and shape and shape[0] == self._rows:
+                # a row argument: any leading dims holding R rows of the static tail (checked by _row_count)
+                if a.dtype != dt:
+                    raise ConverterError(RET_ERROR, f"kernel {self.name}: {what} {k} must be {dt}, got {a.dtype}")
+            elif a.dtype != dt or a.shape != shape:
                 raise ConverterError(RET_ERROR, f"kernel {self.name}: {what} {k} must be {dt}{list(shape)}, "
                                                 f"got {a.dtype}{list(a.shape)}")
             if writable:
@@ -152,6 +158,22 @@ class NativeKernel:
                 a = np.ascontiguousarray(a)
             out.append(a)
         return out
+
+    def _row_count(self, ins: list, outs: list) -> tuple:
+        """() for a kernel of static shapes; (R,) for a row kernel, every row argument checked to hold R rows."""
+        if not self._rows:
+            return ()
+        rows = None
+        for k, (a, (_, shape)) in enumerate(zip([*outs, *ins], [*self._out_specs, *self._in_specs])):
+            if not shape or shape[0] != self._rows:
+                continue
+            tail = int(np.prod(shape[1:], dtype=np.int64))
+            if rows is None and tail:
+                rows = a.size // tail
+            if tail * (rows or 0) != a.size:
+                raise ConverterError(RET_ERROR, f"kernel {self.name}: argument {k} {list(a.shape)} is not {rows} "
+                                                f"rows of {list(shape[1:])}")
+        return (rows or 0,)
 
     def __call__(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray],
                  num_threads: int | None = None) -> None:
@@ -165,7 +187,7 @@ class NativeKernel:
             return
         ins = self._check(inputs, self._in_specs, "inputs", False)
         outs = self._check(outputs, self._out_specs, "outputs", True)
-        argv = self._argv_t(*map(_address, ins), *map(_address, outs))
+        argv = self._argv_t(*map(_address, ins), *map(_address, outs), *self._row_count(ins, outs))
         same = all(a is b for a, b in zip(ins, inputs))   # no input had to be copied to be contiguous
         self._last = ((*inputs, *outputs), argv) if same else ((), None)
         self._fn(argv, nt)
@@ -176,7 +198,7 @@ class NativeKernel:
         way to call a kernel repeatedly on preallocated memory."""
         ins = self._check(inputs, self._in_specs, "inputs", False)
         outs = self._check(outputs, self._out_specs, "outputs", True)
-        argv = self._argv_t(*map(_address, ins), *map(_address, outs))
+        argv = self._argv_t(*map(_address, ins), *map(_address, outs), *self._row_count(ins, outs))
         fn, nt, keep = self._fn, self._num_threads if num_threads is None else num_threads, (ins, outs)
 
         def run() -> None:

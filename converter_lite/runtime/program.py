@@ -254,14 +254,16 @@ class _Lowerer:
             kernel = len(prog.kernels) - 1
         if node.op == "GraphKernel" and "graph" in node.attrs:
             fn = self.resolve(node) if self.resolve is not None else None
-            if fn is None:
+            if fn is not None:
+                prog.kernels[kernel].native = True
+                self._step(node, ins, kernel, _native_impl(fn))
+                return
+            if "rows" not in node.attrs:     # a row kernel's sub-graph has nominal shapes: it runs as one node
                 self._inline(node, ins, kernel)
                 return
-            prog.kernels[kernel].native = True
-            self._step(node, ins, kernel, _native_impl(fn))
-            return
         outs = [self._new(o) for o in node.outputs]
-        if self.control_flow is not None and any(isinstance(a, Graph) for a in node.attrs.values()):
+        if self.control_flow is not None and node.op != "GraphKernel" and \
+                any(isinstance(a, Graph) for a in node.attrs.values()):
             self._step(node, ins, kernel, self.control_flow(node), outs)
             return
         ctx = NodeCtx(prog, node, ins, outs, self.num_threads, getattr(self.resolve, "library", None))

@@ -1,0 +1,332 @@
+"""``dynamic_fusion``: fused kernels for a model with dynamic dims, one per cluster, valid at every shape.
+
+A model converted with its dynamic dims left dynamic has ``shape=None`` on every value computed from them
+(frontend/onnx_import.py), so the static clustering (cluster.py) fuses none of it.  This pass:
+
+1. **Probes the shapes.**  The graph is made static (runtime/concretize.py, shape inference only) at two probe
+   shapes, each dynamic dim given two different values (``PROBES``, within its ``--inputShape`` range).  A dim
+   equal in both probes is static; one that differs is dynamic, and two dynamic dims with the same pair of
+   values are the same symbol (``signature``).  When a probe fails (a model that takes only some sizes: a
+   height fixed by a Reshape, dims that must be multiples of 32), the next probe set is tried, and a model no
+   probe fits keeps running unfused.
+2. **Clusters** connected ops of fusible kinds (elementwise, broadcast, reductions, and composites the expander
+   rewrites into those: Softmax, LayerNormalization, ...) whose values share their *rows*: the leading dims up
+   to the last dynamic one (``row_form``), so a value is ``R`` rows of a static *tail*.  Static operands may
+   broadcast over the tail only; reductions and normalizations act on tail axes only.  Nodes join clusters in
+   graph order, never closing a cycle through a node outside.
+3. **Outlines** each cluster as a row kernel (``GraphKernel`` with ``attrs["rows"]``, ops/graph_kernel.py):
+   its sub-graph has the values at ``[nominal, *tail]`` with axes rewritten from the end, composites expanded,
+   and it is kept only if the code generator lowers it as a row kernel (codegen/rows.py).
+
+Probing only steers the choice of clusters; correctness does not rest on it: at run time each shape's plan
+checks that a row kernel's arguments hold whole rows of its tails (ops/graph_kernel.py ``_infer``) and fails
+with a clear error otherwise.  What stays unfused: ops whose dynamic dims are not leading (a per-channel scale
+of an NCHW tensor with a dynamic height; attention scores over a dynamic key axis are rows of a dynamic tail).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir.core import Graph, Node, TensorType, Value
+from ...ir.input_dims import METADATA_KEY, Dim, InputDims
+from ...ops.registry import OPS, OpKind, infer_types, normalize_axis
+from ..base import Pass, PassContext
+from ..expand.expand_pass import ExpandOpsPass
+from ..registry import register_pass
+
+# values per probe set for dynamic symbol j: (first probe, second probe)
+PROBES = (lambda j: (64 + 32 * j, 160 + 32 * j), lambda j: (8 + 4 * j, 20 + 4 * j), lambda j: (2 + j, 5 + j))
+NOMINAL_ROWS = (1021, 1031, 1033, 1039)      # primes: the row count the sub-graphs are written with
+AXIS_OPS = {"Softmax": "axis", "LogSoftmax": "axis", "LayerNormalization": "axis", "RMSNormalization": "axis"}
+# opaque ops the expander rewrites into fusible ones along the axis above (the tail)
+COMPOSITES = frozenset(AXIS_OPS)
+
+
+def _symbols(dims: InputDims) -> list[Dim]:
+    seen: dict[str, Dim] = {}
+    for ds in dims.dims.values():
+        for d in ds:
+            if isinstance(d, Dim) and d.name not in seen:
+                seen[d.name] = d
+    return list(seen.values())
+
+
+def probe_shapes(graph: Graph, dims: InputDims) -> list[list[dict]]:
+    """Candidate pairs of input-shape dicts, best first: in each, every symbol has two distinct values within its
+    range (a symbol whose range is one value is fixed: it gets that value in both)."""
+    syms = _symbols(dims)
+    out = []
+    for values in PROBES:
+        val: list[dict] = [{}, {}]
+        ok = True
+        for j, s in enumerate(syms):
+            for k in range(2):
+                v = max(values(j)[k], s.lo, 2 if s.hi is None or s.hi >= 2 else s.lo)
+                val[k][s.name] = v if s.hi is None else min(v, s.hi)
+            if val[0][s.name] == val[1][s.name] and (s.hi is None or s.hi > s.lo):
+                ok = False
+        if ok:
+            out.append([{n: tuple(v[d.name] if isinstance(d, Dim) else d for d in ds) for n, ds in dims.dims.items()}
+                        for v in val])
+    return out
+
+
+def signatures(graph: Graph, probes: list[dict]) -> dict[int, tuple] | None:
+    """id(value) -> its dims (an int where both probes agree, else ``("?", a, b)``) for the first probe pair
+    whose shapes infer; None when none does."""
+    from ...errors import ConverterError
+    from ...runtime.concretize import (
+        concretize,  # shape inference only: no kernels are bound
+    )
+
+    values = _values(graph)
+    for pair in probes:
+        try:
+            shapes = [_value_shapes(concretize(graph, p), values) for p in pair]
+        except ConverterError:
+            continue
+        sigs = {}
+        for vid, s1 in shapes[0].items():
+            s2 = shapes[1].get(vid)
+            if s1 is None or s2 is None or len(s1) != len(s2):
+                continue
+            sigs[vid] = tuple(a if a == b else ("?", a, b) for a, b in zip(s1, s2))
+        return sigs
+    return None
+
+
+def _values(graph: Graph) -> list[Value]:
+    out = list(graph.inputs)
+    for n in graph.nodes:
+        out.extend(n.outputs)
+    return out
+
+
+def _value_shapes(concrete: Graph, values: list[Value]) -> dict[int, tuple | None]:
+    """id(original value) -> its static shape in ``concrete`` (a copy of the original graph, same order)."""
+    copies = _values(concrete)
+    by_name: dict[str, Value] = {v.name: v for v in copies}
+    out = {}
+    for v in values:
+        c = by_name.get(v.name)
+        out[id(v)] = None if c is None or c.type is None or not c.type.is_tensor or not c.type.is_static \
+            else tuple(c.type.shape)
+    return out
+
+
+def row_form(sig: tuple) -> tuple[int, tuple, tuple]:
+    """(p, prefix, tail): p = one past the last dynamic dim."""
+    p = 0
+    for i, d in enumerate(sig):
+        if isinstance(d, tuple):
+            p = i + 1
+    return p, sig[:p], sig[p:]
+
+
+def _fusible(node: Node) -> bool:
+    d = OPS.get(node.op)
+    if d is None or not d.deterministic or node.op == "GraphKernel":
+        return False
+    return d.kind in (OpKind.ELEMWISE, OpKind.BROADCAST, OpKind.REDUCE) or node.op in COMPOSITES
+
+
+class _Clusterer:
+    def __init__(self, graph: Graph, sigs: dict[int, tuple]):
+        self.graph, self.sigs = graph, sigs
+
+    def node_rows(self, node: Node) -> tuple | None:
+        """The rows (prefix) ``node`` computes over when it can join a row kernel, else None."""
+        if not _fusible(node) or not node.outputs:
+            return None
+        prefix, tail, rank = None, None, None
+        for o in node.outputs:
+            sig = self.sigs.get(id(o))
+            if sig is None or o.type is None or not o.type.is_tensor:
+                return None
+            p, pre, t = row_form(sig)
+            if p == 0 or (prefix is not None and (pre != prefix or len(sig) != rank)):
+                return None
+            prefix, tail, rank = pre, t, len(sig)
+        for v in node.inputs:
+            if v is None:
+                continue
+            if v.const is not None:
+                shape = tuple(v.const.shape)
+            else:
+                sig = self.sigs.get(id(v))
+                if sig is None:
+                    return None
+                p, pre, t = row_form(sig)
+                if p:
+                    if pre != prefix or len(sig) != rank:
+                        return None
+                    continue
+                shape = sig
+            if len(shape) > len(tail):
+                return None                              # a static operand broadcasting over the rows too
+        if not self._axes_in_tail(node, rank, len(prefix)):
+            return None
+        return prefix
+
+    @staticmethod
+    def _axes_in_tail(node: Node, rank: int, p: int) -> bool:
+        try:
+            if node.op in AXIS_OPS:
+                return normalize_axis(node.attrs.get(AXIS_OPS[node.op], -1), rank) >= p
+            if OPS[node.op].kind == OpKind.REDUCE:
+                axes = _reduce_axes(node)
+                if axes is None:                            # all axes (or computed at run time)
+                    return False
+                return all(normalize_axis(a, rank) >= p for a in axes)
+        except Exception:   # noqa: BLE001  (a malformed axis: leave the node unfused, its kernel reports it)
+            return False
+        return True
+
+    def clusters(self) -> list[list[Node]]:
+        owner: dict[int, int] = {}                 # id(node) -> cluster index
+        reach: dict[int, frozenset] = {}           # id(node) -> clusters it depends on (through any path)
+        rows_of: list[tuple] = []
+        members: list[list[Node]] = []
+        producer = {}
+        for n in self.graph.nodes:
+            for o in n.outputs:
+                producer[id(o)] = n
+        for n in self.graph.nodes:
+            preds = [producer[id(v)] for v in n.inputs if v is not None and id(v) in producer]
+            deps = frozenset().union(*(reach[id(q)] | ({owner[id(q)]} if id(q) in owner else set())
+                                       for q in preds)) if preds else frozenset()
+            reach[id(n)] = deps
+            rows = self.node_rows(n)
+            if rows is None:
+                continue
+            joined = None
+            for q in preds:
+                c = owner.get(id(q))
+                if c is None or rows_of[c] != rows:
+                    continue
+                # joining c closes no cycle: no input comes from outside c through a path starting in c
+                if all(owner.get(id(r)) == c or c not in reach[id(r)] for r in preds):
+                    joined = c
+                    break
+            if joined is None:
+                joined = len(members)
+                members.append([])
+                rows_of.append(rows)
+            owner[id(n)] = joined
+            members[joined].append(n)
+        return members
+
+
+def _reduce_axes(node: Node) -> list[int] | None:
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        if node.inputs[1].const is None:
+            return None
+        return [int(a) for a in np.asarray(node.inputs[1].const).reshape(-1)] or None
+    axes = node.attrs.get("axes")
+    return None if axes is None else [int(a) for a in axes]
+
+
+def _nominal(rows: int, sig: tuple) -> tuple[int, ...]:
+    p, _, tail = row_form(sig)
+    return (rows,) + tuple(tail) if p else tuple(sig)
+
+
+def outline(graph: Graph, nodes: list[Node], sigs: dict[int, tuple], index: int, ctx: PassContext) -> bool:
+    """Replaces ``nodes`` by one row kernel; False (graph unchanged) when it cannot be lowered as one."""
+    inside = {id(n) for n in nodes}
+    produced = {id(o) for n in nodes for o in n.outputs}
+    tails = {d for n in nodes for o in n.outputs for d in row_form(sigs[id(o)])[2]}
+    rows = next(r for r in NOMINAL_ROWS if r not in tails)
+    mapping: dict[int, Value] = {}
+    ext_in: list[Value] = []
+    sub = Graph(f"dyn_{index}")
+    for n in nodes:
+        for v in n.inputs:
+            if v is None or id(v) in produced or id(v) in mapping:
+                continue
+            if v.const is not None:
+                mapping[id(v)] = Value(v.name, v.type, v.const)
+                continue
+            nv = Value(v.name, TensorType(v.type.dtype, _nominal(rows, sigs[id(v)])))
+            mapping[id(v)] = nv
+            ext_in.append(v)
+            sub.inputs.append(nv)
+    for n in nodes:
+        outs = [Value(o.name, TensorType(o.type.dtype, _nominal(rows, sigs[id(o)]))) for o in n.outputs]
+        attrs = dict(n.attrs)
+        ins = [None if v is None else mapping[id(v)] for v in n.inputs]
+        rank = len(sigs[id(n.outputs[0])])
+        if n.op in AXIS_OPS:
+            attrs[AXIS_OPS[n.op]] = normalize_axis(attrs.get(AXIS_OPS[n.op], -1), rank) - rank
+        elif OPS[n.op].kind == OpKind.REDUCE:
+            axes = [normalize_axis(a, rank) - rank for a in _reduce_axes(n)]
+            if len(ins) > 1 and ins[1] is not None:
+                ins[1] = Value(ins[1].name + "_neg", const=np.asarray(axes, np.int64))
+            else:
+                attrs["axes"] = tuple(axes)
+        node = Node(n.op, ins, outs, attrs, n.name)
+        try:
+            types = infer_types(node)
+        except Exception:   # noqa: BLE001  (the nominal sub-graph does not type: leave the cluster unfused)
+            return False
+        if [t.shape for t in types] != [o.type.shape for o in outs]:
+            return False
+        sub.nodes.append(node)
+        for o, no in zip(n.outputs, outs):
+            mapping[id(o)] = no
+    outputs = [o for n in nodes for o in n.outputs
+               if any(id(u) not in inside for u, _ in o.uses) or any(o is g for g in graph.outputs)]
+    sub.outputs = [mapping[id(o)] for o in outputs]
+    ExpandOpsPass().run(sub, ctx)
+    name = f"DynFused_{'_'.join(n.op for n in nodes[:4])}_{index}"
+    from ... import codegen  # llvmlite only when the model is actually built
+    from ...codegen.errors import UnsupportedOpError
+    from ...codegen.rows import row_multipliers
+    reason = codegen.unsupported_reason(sub, name)
+    if reason is None:
+        try:
+            row_multipliers(sub, rows, name)
+        except UnsupportedOpError as e:
+            reason = e.message
+    if reason:
+        ctx.log.info("dynamic_fusion: %s stays unfused: %s", name, reason)
+        return False
+    ref = next(i for i, v in enumerate(ext_in) if row_form(sigs[id(v)])[0])
+    lead = row_form(sigs[id(ext_in[ref])])[0]
+    kernel = Node("GraphKernel", ext_in, [], {
+        "graph": sub, "kernel_name": name, "source_nodes": tuple(n.name for n in nodes),
+        "rows": {"nominal": rows, "lead": lead, "ref": ref,
+                 "inputs": [bool(row_form(sigs[id(v)])[0]) for v in ext_in]}}, name=name)
+    for n in nodes:
+        for o in n.outputs:
+            o.producer = None
+        n.detach()
+        graph.nodes.remove(n)
+    kernel.outputs = outputs
+    for i, o in enumerate(outputs):
+        o.producer, o.index = kernel, i
+    graph.nodes.append(kernel)
+    graph.toposort()
+    return True
+
+
+@register_pass
+class DynamicFusionPass(Pass):
+    name = "dynamic_fusion"
+
+    def run(self, graph: Graph, ctx: PassContext) -> bool:
+        dims = InputDims.of_metadata(graph.metadata) if METADATA_KEY in graph.metadata else None
+        if dims is None:
+            return False
+        sigs = signatures(graph, probe_shapes(graph, dims))
+        if sigs is None:
+            ctx.log.info("dynamic_fusion: no probe shape fits the model's dynamic dims; it runs unfused (fix "
+                         "dims it constrains with --inputShape, ranges included)")
+            return False
+        count = 0
+        for k, nodes in enumerate(_Clusterer(graph, sigs).clusters()):
+            if outline(graph, nodes, sigs, k, ctx):
+                count += 1
+        if count:
+            ctx.count(self.name, count)
+        return count > 0
