@@ -11,6 +11,9 @@
 * vad_streaming.onnx      a streaming voice-activity detector shaped like the pretrained ones: an If on the
                           sample-rate input picks one of two branches (conv front end, LSTM step with the state
                           carried between calls, sigmoid head); inputs input[1,512], state[2,1,64], sr (int64)
+* bert_dynamic.onnx       a 2-layer BERT-like encoder with dynamic batch and sequence (input_ids, attention_mask),
+                          its shapes computed from Shape ops as exporters write them (dynamic_transformer)
+* gpt2_dynamic.onnx       a 2-layer GPT-2-like decoder, dynamic batch and sequence, causal mask sliced to seq
 * greedy_decoder.onnx     a scripted greedy decoder: a Loop with a data-dependent condition (stop at the end
                           token) carrying the token and hidden state, the tokens as its scan output
 """
@@ -297,11 +300,135 @@ def greedy_decoder(rng, vocab: int = 50, hidden: int = 64, eos: int = 0):
     return _model(g, opset=17)
 
 
+def _shape_dims(prefix: str, x: str, axes: list[int]) -> tuple[list, list[str]]:
+    """Exporter-style shape arithmetic: Shape(x) -> Gather(axis) -> Unsqueeze, one [1] int64 per axis."""
+    nodes = [oh.make_node("Shape", [x], [f"{prefix}_shape"])]
+    outs = []
+    for a in axes:
+        nodes += [oh.make_node("Gather", [f"{prefix}_shape", f"ax{a}"], [f"{prefix}_d{a}"], axis=0),
+                  oh.make_node("Unsqueeze", [f"{prefix}_d{a}", "zero1"], [f"{prefix}_u{a}"])]
+        outs.append(f"{prefix}_u{a}")
+    return nodes, outs
+
+
+def _transformer_layer(rng, k: int, x: str, hidden: int, heads: int, ffn: int, causal: bool, inits: list):
+    """One encoder (BERT: post-LN, Erf GELU, padding mask) or decoder (GPT-2: pre-LN, tanh GELU, causal mask)
+    layer over x[batch, seq, hidden], with the head reshapes computed from Shape ops as exporters write them."""
+    dh, p = hidden // heads, f"l{k}"
+    for name, shape in ((f"{p}_wq", (hidden, hidden)), (f"{p}_wk", (hidden, hidden)), (f"{p}_wv", (hidden, hidden)),
+                        (f"{p}_wo", (hidden, hidden)), (f"{p}_w1", (hidden, ffn)), (f"{p}_w2", (ffn, hidden))):
+        inits.append(_init(rng, name, shape))
+    for name, n in ((f"{p}_bq", hidden), (f"{p}_bk", hidden), (f"{p}_bv", hidden), (f"{p}_bo", hidden),
+                    (f"{p}_b1", ffn), (f"{p}_b2", hidden)):
+        inits.append(_init(rng, name, (n,), 0.02))
+    for name in (f"{p}_g1", f"{p}_g2"):
+        inits.append(onh.from_array(np.ones(hidden, np.float32), name))
+    for name in (f"{p}_be1", f"{p}_be2"):
+        inits.append(onh.from_array(np.zeros(hidden, np.float32), name))
+    nodes, (db, ds) = _shape_dims(p, x, [0, 1])
+    nodes.append(oh.make_node("Concat", [db, ds, "heads", "dhead"], [f"{p}_split"], axis=0))
+    nodes.append(oh.make_node("Concat", [db, ds, "hid"], [f"{p}_merge"], axis=0))
+    src = x
+    if causal:
+        nodes.append(oh.make_node("LayerNormalization", [x, f"{p}_g1", f"{p}_be1"], [f"{p}_ln1"], axis=-1))
+        src = f"{p}_ln1"
+    for t in "qkv":
+        nodes += [oh.make_node("MatMul", [src, f"{p}_w{t}"], [f"{p}_{t}m"]),
+                  oh.make_node("Add", [f"{p}_{t}m", f"{p}_b{t}"], [f"{p}_{t}a"]),
+                  oh.make_node("Reshape", [f"{p}_{t}a", f"{p}_split"], [f"{p}_{t}r"]),
+                  oh.make_node("Transpose", [f"{p}_{t}r"], [f"{p}_{t}"], perm=[0, 2, 3, 1] if t == "k" else [0, 2, 1, 3])]
+    nodes += [oh.make_node("MatMul", [f"{p}_q", f"{p}_k"], [f"{p}_s"]),
+              oh.make_node("Div", [f"{p}_s", "sqrt_dh"], [f"{p}_ss"])]
+    if causal:      # GPT-2: the [max, max] lower-triangular buffer sliced to [seq, seq]
+        nodes += [oh.make_node("Slice", ["causal", "zero1", ds, "ax2", "one1"], [f"{p}_c1"]),
+                  oh.make_node("Slice", [f"{p}_c1", "zero1", ds, "ax3", "one1"], [f"{p}_c2"]),
+                  oh.make_node("Where", [f"{p}_c2", f"{p}_ss", "neg_big"], [f"{p}_sm"])]
+    else:
+        nodes.append(oh.make_node("Add", [f"{p}_ss", "mask_bias"], [f"{p}_sm"]))
+    nodes += [oh.make_node("Softmax", [f"{p}_sm"], [f"{p}_pr"], axis=-1),
+              oh.make_node("MatMul", [f"{p}_pr", f"{p}_v"], [f"{p}_ctx"]),
+              oh.make_node("Transpose", [f"{p}_ctx"], [f"{p}_ct"], perm=[0, 2, 1, 3]),
+              oh.make_node("Reshape", [f"{p}_ct", f"{p}_merge"], [f"{p}_cm"]),
+              oh.make_node("MatMul", [f"{p}_cm", f"{p}_wo"], [f"{p}_o"]),
+              oh.make_node("Add", [f"{p}_o", f"{p}_bo"], [f"{p}_ob"]),
+              oh.make_node("Add", [f"{p}_ob", x], [f"{p}_r1"])]
+    if causal:
+        h = f"{p}_r1"
+        nodes.append(oh.make_node("LayerNormalization", [h, f"{p}_g2", f"{p}_be2"], [f"{p}_ln2"], axis=-1))
+        ff_in = f"{p}_ln2"
+    else:
+        nodes.append(oh.make_node("LayerNormalization", [f"{p}_r1", f"{p}_g1", f"{p}_be1"], [f"{p}_h"], axis=-1))
+        h = ff_in = f"{p}_h"
+    nodes += [oh.make_node("MatMul", [ff_in, f"{p}_w1"], [f"{p}_f1"]),
+              oh.make_node("Add", [f"{p}_f1", f"{p}_b1"], [f"{p}_f1b"])]
+    if causal:
+        gelu, gelu_inits = _gelu_tanh(f"{p}_f1b", f"{p}_g", f"{p}_gelu")
+        nodes += gelu
+        inits += gelu_inits
+    else:
+        nodes += [oh.make_node("Div", [f"{p}_f1b", "sqrt2"], [f"{p}_e0"]), oh.make_node("Erf", [f"{p}_e0"], [f"{p}_e1"]),
+                  oh.make_node("Add", [f"{p}_e1", "one"], [f"{p}_e2"]), oh.make_node("Mul", [f"{p}_f1b", f"{p}_e2"], [f"{p}_e3"]),
+                  oh.make_node("Mul", [f"{p}_e3", "half"], [f"{p}_g"])]
+    nodes += [oh.make_node("MatMul", [f"{p}_g", f"{p}_w2"], [f"{p}_f2"]),
+              oh.make_node("Add", [f"{p}_f2", f"{p}_b2"], [f"{p}_f2b"]),
+              oh.make_node("Add", [f"{p}_f2b", h], [f"{p}_out"] if causal else [f"{p}_r2"])]
+    if not causal:
+        nodes.append(oh.make_node("LayerNormalization", [f"{p}_r2", f"{p}_g2", f"{p}_be2"], [f"{p}_out"], axis=-1))
+    return nodes, f"{p}_out"
+
+
+def dynamic_transformer(rng, causal: bool, layers: int = 2, vocab: int = 1000, hidden: int = 128, heads: int = 4,
+                        ffn: int = 512, max_pos: int = 512):
+    """A BERT-like encoder (``causal=False``: input_ids and attention_mask [batch, seq]) or GPT-2-like decoder
+    (``causal=True``: input_ids [batch, seq]) with dynamic batch and sequence, written as exporters write them:
+    positions from Range(Shape), head reshapes from Shape -> Gather -> Concat, the causal mask sliced to seq."""
+    inits = [_init(rng, "wte", (vocab, hidden), 0.5), _init(rng, "wpe", (max_pos, hidden), 0.1)]
+    consts = {"ax0": np.array(0, np.int64), "ax1": np.array(1, np.int64), "zero1": np.array([0], np.int64),
+              "heads": np.array([heads], np.int64), "dhead": np.array([hidden // heads], np.int64),
+              "hid": np.array([hidden], np.int64), "sqrt_dh": np.array(np.sqrt(hidden // heads), np.float32),
+              "one": np.array(1.0, np.float32), "neg_big": np.array(-1e4, np.float32),
+              "zero_i": np.array(0, np.int64), "one_i": np.array(1, np.int64)}
+    if causal:
+        consts.update(causal=np.tril(np.ones((max_pos, max_pos), bool))[None, None], one1=np.array([1], np.int64),
+                      ax2=np.array([2], np.int64), ax3=np.array([3], np.int64))
+    else:
+        consts.update(axes12=np.array([1, 2], np.int64), sqrt2=np.array(np.sqrt(2.0), np.float32),
+                      half=np.array(0.5, np.float32))
+    inits += [onh.from_array(v, k) for k, v in consts.items()]
+    nodes = [oh.make_node("Shape", ["input_ids"], ["ids_shape"]),
+             oh.make_node("Gather", ["ids_shape", "ax1"], ["seq"], axis=0),
+             oh.make_node("Range", ["zero_i", "seq", "one_i"], ["pos"]),
+             oh.make_node("Gather", ["wte", "input_ids"], ["tok_e"], axis=0),
+             oh.make_node("Gather", ["wpe", "pos"], ["pos_e"], axis=0),
+             oh.make_node("Add", ["tok_e", "pos_e"], ["h0"])]
+    inputs = [oh.make_tensor_value_info("input_ids", TP.INT64, ["batch", "sequence"])]
+    if not causal:
+        inputs.append(oh.make_tensor_value_info("attention_mask", TP.INT64, ["batch", "sequence"]))
+        nodes += [oh.make_node("Unsqueeze", ["attention_mask", "axes12"], ["m4"]),
+                  oh.make_node("Cast", ["m4"], ["m4f"], to=F32),
+                  oh.make_node("Sub", ["one", "m4f"], ["m_inv"]),
+                  oh.make_node("Mul", ["m_inv", "neg_big"], ["mask_bias"])]
+    x = "h0"
+    for k in range(layers):
+        ns, x = _transformer_layer(rng, k, x, hidden, heads, ffn, causal, inits)
+        nodes += ns
+    if causal:
+        inits += [onh.from_array(np.ones(hidden, np.float32), "lnf_g"), onh.from_array(np.zeros(hidden, np.float32), "lnf_b")]
+        nodes.append(oh.make_node("LayerNormalization", [x, "lnf_g", "lnf_b"], ["y"], axis=-1))
+    else:
+        nodes.append(oh.make_node("Identity", [x], ["y"]))
+    g = oh.make_graph(nodes, "gpt2_dynamic" if causal else "bert_dynamic", inputs,
+                      [oh.make_tensor_value_info("y", F32, ["batch", "sequence", hidden])], initializer=inits)
+    return _model(g, opset=17)
+
+
 def build_all(out_dir: str = HERE) -> list[str]:
     rng = np.random.default_rng(2024)
     models = {"mynet": mynet(), "custom_op": custom_op(), "mlp_block": mlp_block(rng),
               "attention_block": attention_block(rng), "conv_net": conv_net(rng), "legacy_opset9": legacy_opset9(rng),
-              "vad_streaming": vad_streaming(rng), "greedy_decoder": greedy_decoder(rng)}
+              "vad_streaming": vad_streaming(rng), "greedy_decoder": greedy_decoder(rng),
+              "bert_dynamic": dynamic_transformer(rng, causal=False),
+              "gpt2_dynamic": dynamic_transformer(rng, causal=True)}
     paths = []
     for name, m in models.items():
         path = os.path.join(out_dir, f"{name}.onnx")

@@ -245,6 +245,12 @@ def _api(threads: int, quick: bool) -> list[str]:
     return _section("API micro-benchmark", lambda: bench_api.lines(bench_api.measure(size, threads, quick)))
 
 
+def _dynamic(threads: int, quick: bool) -> list[str]:
+    """The dynamic-shape section (tools/bench_dynamic.py)."""
+    from . import bench_dynamic
+    return _section("dynamic-shape section", lambda: bench_dynamic.lines(bench_dynamic.measure(threads, quick)))
+
+
 def _wild(threads: int, quick: bool) -> list[str]:
     """The real-model table (tools/wild_models.py) when `make wild-models` fetched them, else a one-line note."""
     from . import wild_models
@@ -343,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     control_flow = _control_flow(args.threads, args.quick) if not only else []
     wild = _wild(args.threads, args.quick) if not only else []
     api = _api(args.threads, args.quick) if args.micro and not only else []
+    dynamic = _dynamic(args.threads, args.quick) if not only else []
     table = table_lines(results, with_openvino)
     summary = summary_lines(results)
     targets = target_lines([r for r in results if r.group != "zoo"], TRANSFORMERS)
@@ -361,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         text = results_markdown(table, summary, micro_lines(micro, shape, args.threads),
                                 machine_lines(args.threads, extra, load_at_start),
                                 method_lines(args, budget, with_openvino), targets, conversion, control_flow,
-                                wild, api)
+                                wild, api, dynamic)
         write_text(out, text)
         print(f"wrote {out}")
     return 1 if any(r.error for r in results) else 0

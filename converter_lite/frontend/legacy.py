@@ -98,8 +98,12 @@ def _softmax(p, em):
     if p.version >= 13:
         return None
     x = p.inputs[0]
-    rank = len(x.type.shape)
     axis = p.attrs.pop("axis", 1)
+    if x.type.shape is None:            # a dynamic input: back to its shape through a Shape op
+        flat = em.emit("Flatten", [x], {"axis": axis})[0]
+        y = em.emit(p.op, [flat], {"axis": -1}, name=p.name)[0]
+        return em.emit("Reshape", [y, em.emit("Shape", [x], {})[0]], {})
+    rank = len(x.type.shape)
     axis = axis + rank if axis < 0 else axis
     if axis == rank - 1 or rank == 0:
         return em.emit(p.op, [x], {"axis": -1}, name=p.name)
