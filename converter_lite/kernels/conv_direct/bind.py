@@ -23,6 +23,7 @@ from ..conv_epilogue import EpilogueHook
 from ..conv_pointwise.abi import SYMBOL as POINTWISE_SYMBOL
 from ..conv_pointwise.bind import PointwiseConv, pointwise_pays
 from ..native_call import aligned, call_driver, float_bits
+from ..packing import shared
 from .abi import EXTRA, FIELDS, STRIDES, SYMBOL, VL
 
 _F = {name: i for i, name in enumerate(FIELDS)}
@@ -58,7 +59,7 @@ class DirectConv(EpilogueHook):
     def __init__(self, geo, w: np.ndarray, bias, address: int, max_threads: int, wide: bool):
         g = self.g = geo
         self.address, self.max_threads, self.wide = address, max(1, max_threads), wide
-        self.wpk, self.nblk = pack_weights(w, g.group)
+        self.wpk, self.nblk = shared(w, ("direct", g.group), lambda: pack_weights(w, g.group))
         pages.release(w)
         self.bpk = pack_bias(bias, g.m, g.group, self.nblk)
         self.pad = any(g.pads)

@@ -8,6 +8,7 @@ import numpy as np
 from ...model import pages
 from ..conv_epilogue import EpilogueHook
 from ..native_call import aligned, call_driver, float_bits
+from ..packing import shared
 from .abi import EXTRA, FIELDS, MR
 
 
@@ -20,15 +21,19 @@ class PointwiseConv(EpilogueHook):
         self.address, self.max_threads, self.wide = address, max(1, max_threads), wide
         mg, cg = g.m // g.group, g.c // g.group
         self.nmb = -(-mg // self.MR)
-        padded = np.zeros((g.group, self.nmb * self.MR, cg), np.float32)
-        padded[:, :mg] = np.asarray(w, np.float32).reshape(g.group, mg, cg)
-        self.wpk = aligned((g.group, self.nmb, cg, self.MR))
-        self.wpk[...] = padded.reshape(g.group, self.nmb, self.MR, cg).transpose(0, 1, 3, 2)
+        self.wpk = shared(w, ("pointwise", g.group, self.MR), lambda: self._pack(w, g.group, mg, cg))
         pages.release(w)                 # the driver reads the packed copy (model/pages.py)
         self.bpk = aligned((g.group, self.nmb * self.MR))
         if bias is not None:
             self.bpk[:, :mg] = np.asarray(bias, np.float32).reshape(g.group, mg)
         self.workspace = 0
+
+    def _pack(self, w: np.ndarray, group: int, mg: int, cg: int) -> np.ndarray:
+        padded = np.zeros((group, self.nmb * self.MR, cg), np.float32)
+        padded[:, :mg] = np.asarray(w, np.float32).reshape(group, mg, cg)
+        wpk = aligned((group, self.nmb, cg, self.MR))
+        wpk[...] = padded.reshape(group, self.nmb, self.MR, cg).transpose(0, 1, 3, 2)
+        return wpk
 
     def bind(self, ins, outs, ws, nt=1):
         g, x, y = self.g, ins[0], outs[0]

@@ -25,6 +25,7 @@ from functools import partial
 import numpy as np
 
 from ...kernels.gemm.bind import PackedB, gemm_driver, gemm_step
+from ...kernels.packing import shared
 from ...ops.nn import matmul_shape
 from ...ops.registry import OPS, KernelError
 from ..program import Impl, NodeCtx
@@ -173,7 +174,7 @@ def _packed(driver, b: np.ndarray | None) -> PackedB | None:
     """Constant float32 weights ``b [K, N]`` packed for the native GEMM (once, at load), or None."""
     if driver is None or not driver.sgemm or b is None or b.ndim != 2 or b.dtype != np.float32 or 0 in b.shape:
         return None
-    return PackedB(b)
+    return shared(b, ("panels",), lambda: PackedB(b))
 
 
 LINALG_FAST = {"MatMul": _matmul, "Gemm": _gemm, "FusedMatMul": _fused_matmul}

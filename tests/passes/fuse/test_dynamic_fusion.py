@@ -1,0 +1,121 @@
+"""dynamic_fusion (passes/fuse/dynamic.py) and row kernels (codegen/rows.py, ops/graph_kernel.py): fused native
+kernels of models with dynamic dims, one compiled kernel for every number of rows."""
+import os
+import sys
+
+import numpy as np
+import onnx.helper as oh
+import pytest
+
+import converter_lite
+from converter_lite.errors import ConverterError
+from converter_lite.frontend import import_model
+from converter_lite.ir.core import Graph, Node, TensorType, Value
+from converter_lite.ir.dtype import DType
+from converter_lite.ir.input_dims import InputDims
+from converter_lite.model.format import load_model
+from converter_lite.passes.fuse.dynamic import probe_shapes, row_form, signatures
+from helpers import assert_close, make_model, run_ort, tensor_info
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "e2e"))
+from test_dynamic_shapes import mlp_model  # noqa: E402
+
+F = np.float32
+OPT2 = {"graph_kernel_flags": "--opt_level=2"}
+
+
+def _row_kernels(path):
+    return [n for n in load_model(path).graph.nodes if n.op == "GraphKernel" and "rows" in n.attrs]
+
+
+def _check(proto, path, shapes, name="x", **load):
+    model = converter_lite.load(path, **load)
+    rng = np.random.default_rng(0)
+    for s in shapes:
+        x = rng.standard_normal(s).astype(F)
+        for got, want in zip(model.run({name: x}).values(), run_ort(proto, {name: x})):
+            assert got.shape == want.shape
+            assert_close(got, want, rtol=1e-4, atol=1e-5, what=str(s))
+    return model
+
+
+def test_probes_tell_dynamic_dims_and_symbols():
+    g = import_model(mlp_model())
+    dims = InputDims.of_metadata(g.metadata)
+    probes = probe_shapes(g, dims)
+    assert probes and all(p[0]["x"][2] == p[1]["x"][2] == 16 for p in probes)
+    sigs = signatures(g, probes)
+    x = sigs[id(g.inputs[0])]
+    assert isinstance(x[0], tuple) and isinstance(x[1], tuple) and x[2] == 16 and x[0] != x[1]
+    assert row_form(x)[0] == 2 and row_form(x)[2] == (16,)
+
+
+def test_mlp_fuses_into_one_row_kernel(tmp_path):
+    proto = mlp_model()
+    path = converter_lite.convert(proto, str(tmp_path / "m"), **OPT2)
+    (k,) = _row_kernels(path)
+    assert k.attrs["rows"]["lead"] == 2
+    assert {"Sigmoid", "ReduceMean", "Div"} <= {n.split("_")[0] for n in k.attrs["source_nodes"]} or \
+        len(k.attrs["source_nodes"]) >= 8
+    shapes = [(1, 1, 16), (2, 7, 16), (0, 3, 16), (5, 999, 16), (1, 5000, 16)]
+    for nt in (1, 2, 4):
+        _check(proto, path, shapes, num_threads=nt, adaptive_threads=False)
+    _check(proto, path, shapes[:3], native=False)                 # the reference form of a row kernel
+
+
+def test_no_cycle_through_an_outside_node(tmp_path):
+    """relu -> MatMul (opaque) -> add(relu, matmul): relu and add may not share a kernel."""
+    w = np.random.default_rng(1).standard_normal((8, 8)).astype(F)
+    nodes = [oh.make_node("Relu", ["x"], ["a"]), oh.make_node("MatMul", ["a", "w"], ["b"]),
+             oh.make_node("Add", ["a", "b"], ["c"]), oh.make_node("Tanh", ["c"], ["y"])]
+    proto = make_model(nodes, [tensor_info("x", F, ["n", 8])], [tensor_info("y", F, ["n", 8])], {"w": w})
+    path = converter_lite.convert(proto, str(tmp_path / "m"), **OPT2)
+    kernels = _row_kernels(path)
+    assert len(kernels) == 2
+    assert not any({"Relu", "Add"} <= {s.split("_")[0] for s in k.attrs["source_nodes"]} for k in kernels)
+    _check(proto, path, [(1, 8), (33, 8)])
+
+
+def test_what_stays_unfused(tmp_path):
+    """A reduction over a dynamic axis and a constant broadcasting over the rows are not row kernels."""
+    c = np.arange(12, dtype=F).reshape(3, 1, 4)
+    nodes = [oh.make_node("ReduceSum", ["x", "ax"], ["s"], keepdims=1), oh.make_node("Sub", ["x", "s"], ["d"]),
+             oh.make_node("Add", ["d", "c"], ["y"])]
+    proto = make_model(nodes, [tensor_info("x", F, ["n", 4])], [tensor_info("y", F, [3, "n", 4])],
+                       {"ax": np.array([0], np.int64), "c": c})
+    path = converter_lite.convert(proto, str(tmp_path / "m"), **OPT2)
+    assert not _row_kernels(path)
+    _check(proto, path, [(1, 4), (6, 4)])
+
+
+def test_a_model_no_probe_fits_runs_unfused(tmp_path):
+    """Only batch 1 reshapes to [2, 3]: no probe shape infers, nothing is fused, batch 1 runs and another
+    batch is -600 naming the Reshape."""
+    nodes = [oh.make_node("Relu", ["x"], ["r"]), oh.make_node("Reshape", ["r", "shape"], ["y"], name="fixed")]
+    proto = make_model(nodes, [tensor_info("x", F, ["n", 6])], [tensor_info("y", F, [2, 3])],
+                       {"shape": np.array([2, 3], np.int64)})
+    path = converter_lite.convert(proto, str(tmp_path / "m"), **OPT2)
+    assert not _row_kernels(path)
+    model = _check(proto, path, [(1, 6)])
+    with pytest.raises(ConverterError) as e:
+        model.run({"x": np.ones((2, 6), F)})
+    assert e.value.code == -600 and "fixed" in e.value.message
+
+
+def test_rebuilt_kernels_are_row_kernels_too(tmp_path):
+    """trust_native_code=False regenerates every kernel from the file's sub-graphs (JIT): row kernels included."""
+    proto = mlp_model()
+    path = converter_lite.convert(proto, str(tmp_path / "m"), **OPT2)
+    model = _check(proto, path, [(2, 9, 16), (1, 300, 16)], trust_native_code=False)
+    assert any(k.native for k in model.kernels_for({"x": np.ones((1, 4, 16), F)}))
+
+
+def test_row_kernel_refuses_a_stage_across_rows():
+    from converter_lite.codegen.errors import UnsupportedOpError
+    from converter_lite.codegen.rows import row_multipliers
+    x = Value("x", TensorType(DType.float32, (1021, 8)))
+    s = Value("s", TensorType(DType.float32, (1, 8)))
+    axes = Value("axes", const=np.array([0], np.int64))
+    g = Graph("g", [x], [s], [Node("ReduceSum", [x, axes], [s], {"keepdims": 1})])
+    with pytest.raises(UnsupportedOpError):
+        row_multipliers(g, 1021)
