@@ -42,6 +42,7 @@ class KernelSpec:
     outputs: list[tuple[str, tuple[int, ...]]]
     parallel: bool
     rows: int | None = None          # a row-polymorphic kernel (rows.py): the nominal rows of the shapes above
+    cols: int | None = None          # a column kernel (columns.py): its rank; the shapes above are patterns
 
     @property
     def num_args(self) -> int:
@@ -53,12 +54,15 @@ class KernelSpec:
              "outputs": [{"dtype": d, "shape": list(s)} for d, s in self.outputs]}
         if self.rows:
             d["rows"] = self.rows
+        if self.cols:
+            d["cols"] = self.cols
         return d
 
 
-def kernel_spec(name: str, graph: Graph, parallel: bool, rows: int | None = None) -> KernelSpec:
+def kernel_spec(name: str, graph: Graph, parallel: bool, rows: int | None = None,
+                cols: int | None = None) -> KernelSpec:
     return KernelSpec(name, symbol_for(name), [(v.dtype.name, tuple(v.shape)) for v in graph.inputs],
-                      [(v.dtype.name, tuple(v.shape)) for v in graph.outputs], parallel, rows)
+                      [(v.dtype.name, tuple(v.shape)) for v in graph.outputs], parallel, rows, cols)
 
 
 def is_parallel(plan: KernelPlan, threads: int, threshold: int) -> bool:

@@ -24,6 +24,7 @@ import importlib
 import json
 import os
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -36,6 +37,7 @@ from .errors import UnsupportedOpError
 from .library import KernelLibrary, resolve_target
 from .link import link_shared
 from .lower import check_supported
+from .columns import lower_column_kernel
 from .rows import lower_row_kernel
 from .threadpool import emit_pool
 
@@ -44,7 +46,7 @@ PLACEHOLDER = "__cl_kernel__"
 PARALLEL_THRESHOLD = 1 << 15       # elements of work below which a kernel stays single-threaded
 
 SECTION_SO = "native/lib.so"
-SECTION_LL = "native/kernels.ll"
+SECTION_LL = "native/kernels.ll.z"       # the kernels' LLVM IR (zlib): what a host lacking the CPU features rebuilds
 SECTION_TARGET = "native/target.json"
 
 
@@ -68,7 +70,8 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
                   parallel_threshold: int = PARALLEL_THRESHOLD,
                   on_unsupported: str = "raise", cc: str = "cc", link: bool = True) -> NativeBundle:
     """Compiles ``kernels`` = [(name, sub-graph)] into one NativeBundle; an entry (name, sub-graph, nominal)
-    is a row-polymorphic kernel of a model with dynamic dims (rows.py).
+    (``{"rows": nominal}`` or ``{"cols": rank}``) a row or column kernel of a model with dynamic dims (rows.py,
+    columns.py).
 
     With ``link=False`` nothing is compiled: the bundle holds the kernels' LLVM IR and target fingerprint only
     (no ``native/lib.so``), which a loader JIT-compiles in memory (``runtime.native``) — how a model whose
@@ -96,12 +99,15 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
     for name, graph, *rest in kernels:
         if name in specs:
             raise ValueError(f"kernel name {name!r} used twice")
-        rows = rest[0] if rest else None
+        form = rest[0] if rest else {}
         try:
             check_supported(graph, name)
-            if rows:
-                module, parallel = lower_row_kernel(graph, PLACEHOLDER, rows, threshold=parallel_threshold,
+            if form.get("rows"):
+                module, parallel = lower_row_kernel(graph, PLACEHOLDER, form["rows"], threshold=parallel_threshold,
                                                     kernel=name, features=tspec.usable), True
+            elif form.get("cols"):
+                module, parallel = lower_column_kernel(graph, PLACEHOLDER, threshold=parallel_threshold,
+                                                       kernel=name, features=tspec.usable), True
             else:
                 module, parallel = lower_kernel(graph, PLACEHOLDER, threads=num_threads_hint,
                                                 threshold=parallel_threshold, kernel=name, features=tspec.usable)
@@ -116,7 +122,7 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
         canon = "clk_" + key[:32]
         texts.setdefault(key, text.replace(PLACEHOLDER, canon))
         exports.append((symbol_for(name), canon))
-        specs[name] = kernel_spec(name, graph, parallel, rows)
+        specs[name] = kernel_spec(name, graph, parallel, form.get("rows"), form.get("cols"))
     t_lower = time.perf_counter()
     exports_ir = str(export_wrappers(exports))
     pool_ir = _pool_ir(tspec.triple)
@@ -124,7 +130,7 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
         ll = _merged_ir(KernelLibrary(tspec), list(texts.values()) + [pool_ir, exports_ir]).encode()
         meta = dict(tspec.fingerprint(), codegen_version=CODEGEN_VERSION, so_sha256=None,
                     openmp=True, support=sorted(drivers), kernels=[s.to_json() for s in specs.values()])
-        return NativeBundle({SECTION_LL: ll, SECTION_TARGET: json.dumps(meta, indent=1).encode()}, specs, skipped,
+        return NativeBundle({SECTION_LL: zlib.compress(ll, 6), SECTION_TARGET: json.dumps(meta, indent=1).encode()}, specs, skipped,
                             {"kernels": len(specs), "unique_kernels": len(texts), "compiled": 0,
                              "total_s": time.perf_counter() - t0})
     driver_keys = {sym: content_key(CODEGEN_VERSION, fingerprint, sym, _emitter_sources(emit))
@@ -165,7 +171,7 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
     meta = dict(tspec.fingerprint(), codegen_version=CODEGEN_VERSION, so_sha256=hashlib.sha256(so).hexdigest(),
                 openmp=True, support=sorted(drivers),
                 kernels=[s.to_json() for s in specs.values()])
-    sections = {SECTION_SO: so, SECTION_LL: ll, SECTION_TARGET: json.dumps(meta, indent=1).encode()}
+    sections = {SECTION_SO: so, SECTION_LL: zlib.compress(ll, 6), SECTION_TARGET: json.dumps(meta, indent=1).encode()}
     t_end = time.perf_counter()
     stats = {"kernels": len(specs), "unique_kernels": len(texts), "compiled": compiled,
              "cache_hits": cache.hits, "lower_s": t_lower - t0, "total_s": t_end - t0}

@@ -21,6 +21,8 @@ from .registry import KernelError, reference
 def _infer(node):
     rows = node.attrs.get("rows")
     sub = node.attrs["graph"]
+    if "cols" in node.attrs:
+        return _infer_cols(node, sub)
     if rows is None:
         return [v.type for v in sub.outputs]
     ref = node.inputs[rows["ref"]]
@@ -33,6 +35,34 @@ def _infer(node):
             raise KernelError(f"GraphKernel {node.name!r}: input {v.name!r} {list(v.type.shape)} does not have "
                               f"the kernel's {r} rows of {list(sv.shape[1:])}")
     return [TensorType(v.dtype, tuple(prefix) + tuple(v.shape[1:])) for v in sub.outputs]
+
+
+def column_extents(patterns: list, shapes: list) -> list[int]:
+    """A column kernel's iteration shape: per axis, the size of the first argument not broadcasting along it."""
+    rank = len(patterns[0])
+    out = [1] * rank
+    for j in range(rank):
+        for p, s in zip(patterns, shapes):
+            if p[j] != 1:
+                out[j] = int(s[j])
+                break
+    return out
+
+
+def _infer_cols(node, sub):
+    if any(v is not None and v.type.shape is None for v in node.inputs):
+        return [TensorType(v.dtype, None) for v in sub.outputs]
+    pats = [v.shape for v in sub.inputs]
+    shapes = [v.type.shape for v in node.inputs]
+    for v, p, s in zip(node.inputs, pats, shapes):
+        if len(s) != len(p):
+            raise KernelError(f"GraphKernel {node.name!r}: input {v.name!r} {list(s)} is not of rank {len(p)}")
+    ext = column_extents(pats, shapes)
+    for v, p, s in zip(node.inputs, pats, shapes):
+        if any(d != (1 if q == 1 else e) for d, q, e in zip(s, p, ext)):
+            raise KernelError(f"GraphKernel {node.name!r}: input {v.name!r} {list(s)} does not broadcast to "
+                              f"{ext} as the kernel's pattern {list(p)}")
+    return [TensorType(v.dtype, tuple(1 if q == 1 else e for q, e in zip(v.shape, ext))) for v in sub.outputs]
 
 
 @reference("GraphKernel", infer=_infer)
@@ -49,9 +79,10 @@ def graph_kernel(attrs, *inputs):
 
 
 def kernel_entry(node) -> tuple:
-    """What codegen.build_kernels takes for a GraphKernel node: (name, sub-graph) or, for a row kernel,
-    (name, sub-graph, nominal rows)."""
-    rows = node.attrs.get("rows")
-    if rows:
-        return node.attrs["kernel_name"], node.attrs["graph"], rows["nominal"]
+    """What codegen.build_kernels takes for a GraphKernel node: (name, sub-graph) or, for a row or column
+    kernel, (name, sub-graph, {"rows": nominal rows} or {"cols": rank})."""
+    if node.attrs.get("rows"):
+        return node.attrs["kernel_name"], node.attrs["graph"], {"rows": node.attrs["rows"]["nominal"]}
+    if node.attrs.get("cols"):
+        return node.attrs["kernel_name"], node.attrs["graph"], {"cols": node.attrs["cols"]["rank"]}
     return node.attrs["kernel_name"], node.attrs["graph"]

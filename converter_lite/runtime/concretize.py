@@ -36,9 +36,10 @@ FOLD_ELEMENTS = 1 << 16          # a node of constant inputs is evaluated here w
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
-def concretize(graph: Graph, shapes: Mapping[str, tuple[int, ...]]) -> Graph:
-    """A copy of ``graph`` whose inputs named in ``shapes`` have those shapes (see the module doc)."""
-    vmap: dict[int, Value] = {}
+def concretize(graph: Graph, shapes: Mapping[str, tuple[int, ...]], vmap: dict | None = None) -> Graph:
+    """A copy of ``graph`` whose inputs named in ``shapes`` have those shapes (see the module doc).  ``vmap``,
+    when given, receives id(value of ``graph``) -> its copy (folded values included, as constants)."""
+    vmap = {} if vmap is None else vmap
 
     def mapped(v: Value | None) -> Value | None:
         if v is None:

@@ -398,7 +398,8 @@ def _native_resolver(loaded: LoadedModel, num_threads: int, trust_native_code: b
         lib.set_num_threads(num_threads)
 
     def resolve(node: Node):
-        if node.op != "GraphKernel" or ("rows" in node.attrs and not all(o.type.is_static for o in node.outputs)):
+        if node.op != "GraphKernel" or (("rows" in node.attrs or "cols" in node.attrs)
+                                        and not all(o.type.is_static for o in node.outputs)):
             return None         # a row kernel runs native in the plans of its input shapes (shape_plans.py)
         name = node.attrs.get("kernel_name")
         try:

@@ -26,6 +26,7 @@ import os
 import platform
 import tempfile
 import threading
+import zlib
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -36,7 +37,8 @@ from ..kernels.runlist.bind import tag
 log = logging.getLogger("converter_lite.native")
 
 SECTION_SO = "native/lib.so"
-SECTION_LL = "native/kernels.ll"
+SECTION_LL = "native/kernels.ll.z"     # zlib-compressed LLVM IR
+SECTION_LL_PLAIN = "native/kernels.ll"  # the same, uncompressed (files written before it was compressed)
 SECTION_TARGET = "native/target.json"
 
 _KERNEL_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64)
@@ -108,6 +110,16 @@ def _address(a: np.ndarray) -> int:
     return a.ctypes.data
 
 
+def kernel_ir(sections) -> bytes | None:
+    """The model's kernel IR (LLVM text), or None when it has none."""
+    if SECTION_LL in sections:
+        try:
+            return zlib.decompress(bytes(sections[SECTION_LL]))
+        except zlib.error:
+            raise ConverterError(RET_ERROR, f"{SECTION_LL} is corrupted (not zlib data)") from None
+    return bytes(sections[SECTION_LL_PLAIN]) if SECTION_LL_PLAIN in sections else None
+
+
 class UnknownKernelError(ConverterError, KeyError):
     """The model's native code has no kernel of that name (it stays interpreted); also a KeyError."""
 
@@ -118,8 +130,8 @@ class UnknownKernelError(ConverterError, KeyError):
 class NativeKernel:
     """A callable native kernel: ``fn(inputs, outputs)`` checks the buffers and calls the code."""
 
-    __slots__ = ("_argv_t", "_fn", "_in_specs", "_keep", "_last", "_num_threads", "_out_specs", "_rows", "name",
-                 "spec")
+    __slots__ = ("_argv_t", "_cols", "_fn", "_in_specs", "_keep", "_last", "_num_threads", "_out_specs", "_rows",
+                 "name", "spec")
 
     def __init__(self, name: str, spec: dict, fn: Callable, num_threads: int, keep: object):
         self.name = name
@@ -129,9 +141,11 @@ class NativeKernel:
         self._in_specs = [(np.dtype(a["dtype"]), tuple(a["shape"])) for a in spec["inputs"]]
         self._out_specs = [(np.dtype(a["dtype"]), tuple(a["shape"])) for a in spec["outputs"]]
         self._rows = int(spec.get("rows") or 0)           # a row kernel (codegen/rows.py): R is the last arg
-        self._argv_t = ctypes.c_void_p * (len(self._in_specs) + len(self._out_specs) + (1 if self._rows else 0))
+        self._cols = int(spec.get("cols") or 0)           # a column kernel (codegen/columns.py): its shape is
+        extra = 1 if self._rows or self._cols else 0      # the last arg
+        self._argv_t = ctypes.c_void_p * (len(self._in_specs) + len(self._out_specs) + extra)
         self._keep = keep                                  # the library stays loaded while kernels exist
-        self._last: tuple = ((), None)                     # (arrays, argv) of the previous call
+        self._last: tuple = ((), None, None)               # (arrays, argv, what argv points into) of the last call
 
     @property
     def parallel(self) -> bool:
@@ -143,7 +157,7 @@ class NativeKernel:
         out = []
         for k, (a, (dt, shape)) in enumerate(zip(arrays, specs)):
             a = a if isinstance(a, np.ndarray) else np.asarray(a)
-            if self._rows and shape and shape[0] == self._rows:
+            if self._cols or (self._rows and shape and shape[0] == self._rows):
                 # a row argument: any leading dims holding R rows of the static tail (checked by _row_count)
                 if a.dtype != dt:
                     raise ConverterError(RET_ERROR, f"kernel {self.name}: {what} {k} must be {dt}, got {a.dtype}")
@@ -159,10 +173,25 @@ class NativeKernel:
             out.append(a)
         return out
 
-    def _row_count(self, ins: list, outs: list) -> tuple:
-        """() for a kernel of static shapes; (R,) for a row kernel, every row argument checked to hold R rows."""
+    def _extra(self, ins: list, outs: list) -> tuple[tuple, object]:
+        """(the argument words after the buffers, what they point into): none for a kernel of static shapes; R
+        for a row kernel (every row argument checked to hold R rows); a pointer to the iteration shape for a
+        column kernel (every argument checked to broadcast to it as its pattern says)."""
+        if self._cols:
+            from ..ops.graph_kernel import column_extents
+            pats = [s for _, s in [*self._in_specs, *self._out_specs]]
+            arrays = [*ins, *outs]
+            if any(a.ndim != len(p) for a, p in zip(arrays, pats)):
+                raise ConverterError(RET_ERROR, f"kernel {self.name}: arguments must have rank {self._cols}")
+            ext = column_extents(pats[:len(ins)], [a.shape for a in ins])
+            for k, (a, p) in enumerate(zip(arrays, pats)):
+                if any(d != (1 if q == 1 else e) for d, q, e in zip(a.shape, p, ext)):
+                    raise ConverterError(RET_ERROR, f"kernel {self.name}: argument {k} {list(a.shape)} does not "
+                                                    f"broadcast to {ext} as {list(p)}")
+            dims = np.array(ext, np.int64)
+            return (dims.ctypes.data,), dims
         if not self._rows:
-            return ()
+            return (), None
         rows = None
         for k, (a, (_, shape)) in enumerate(zip([*outs, *ins], [*self._out_specs, *self._in_specs])):
             if not shape or shape[0] != self._rows:
@@ -173,12 +202,12 @@ class NativeKernel:
             if tail * (rows or 0) != a.size:
                 raise ConverterError(RET_ERROR, f"kernel {self.name}: argument {k} {list(a.shape)} is not {rows} "
                                                 f"rows of {list(shape[1:])}")
-        return (rows or 0,)
+        return (rows or 0,), None
 
     def __call__(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray],
                  num_threads: int | None = None) -> None:
         nt = self._num_threads if num_threads is None else num_threads
-        arrays, argv = self._last
+        arrays, argv, _ = self._last
         # the same (already checked) array objects as last time: reuse their pointers.  ``_last`` holds them,
         # so their memory cannot have been freed or reused meanwhile.
         if len(arrays) == len(inputs) + len(outputs) and all(
@@ -187,9 +216,10 @@ class NativeKernel:
             return
         ins = self._check(inputs, self._in_specs, "inputs", False)
         outs = self._check(outputs, self._out_specs, "outputs", True)
-        argv = self._argv_t(*map(_address, ins), *map(_address, outs), *self._row_count(ins, outs))
+        words, held = self._extra(ins, outs)
+        argv = self._argv_t(*map(_address, ins), *map(_address, outs), *words)
         same = all(a is b for a, b in zip(ins, inputs))   # no input had to be copied to be contiguous
-        self._last = ((*inputs, *outputs), argv) if same else ((), None)
+        self._last = ((*inputs, *outputs), argv, held) if same else ((), None, None)
         self._fn(argv, nt)
 
     def bind(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray],
@@ -198,8 +228,9 @@ class NativeKernel:
         way to call a kernel repeatedly on preallocated memory."""
         ins = self._check(inputs, self._in_specs, "inputs", False)
         outs = self._check(outputs, self._out_specs, "outputs", True)
-        argv = self._argv_t(*map(_address, ins), *map(_address, outs), *self._row_count(ins, outs))
-        fn, nt, keep = self._fn, self._num_threads if num_threads is None else num_threads, (ins, outs)
+        words, held = self._extra(ins, outs)
+        argv = self._argv_t(*map(_address, ins), *map(_address, outs), *words)
+        fn, nt, keep = self._fn, self._num_threads if num_threads is None else num_threads, (ins, outs, held)
 
         def run() -> None:
             fn(argv, nt)
@@ -255,10 +286,10 @@ class NativeLibrary:
         if reason is None and SECTION_SO in sections:
             handle = _dlopen(sections[SECTION_SO], meta.get("so_sha256"))
             return cls(meta, lambda sym: _dlsym(handle, sym), handle, False, num_threads)
-        if SECTION_LL not in sections:
+        ll = kernel_ir(sections)
+        if ll is None:
             raise ConverterError(RET_ERROR, f"native code cannot run here ({reason or 'no shared object'}) and "
                                             f"the model has no {SECTION_LL} to rebuild it from")
-        ll = sections[SECTION_LL]
         drivers = list(meta.get("support", ()))
         key = "jit:" + hashlib.sha256(bytes(ll) + json.dumps(drivers).encode()).hexdigest()   # IR + re-emitted drivers
         if key not in _warned:

@@ -258,7 +258,7 @@ class _Lowerer:
                 prog.kernels[kernel].native = True
                 self._step(node, ins, kernel, _native_impl(fn))
                 return
-            if "rows" not in node.attrs:     # a row kernel's sub-graph has nominal shapes: it runs as one node
+            if "rows" not in node.attrs and "cols" not in node.attrs:   # their sub-graphs have nominal shapes
                 self._inline(node, ins, kernel)
                 return
         outs = [self._new(o) for o in node.outputs]

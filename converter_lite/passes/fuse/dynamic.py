@@ -40,6 +40,8 @@ NOMINAL_ROWS = (1021, 1031, 1033, 1039)      # primes: the row count the sub-gra
 AXIS_OPS = {"Softmax": "axis", "LogSoftmax": "axis", "LayerNormalization": "axis", "RMSNormalization": "axis"}
 # opaque ops the expander rewrites into fusible ones along the axis above (the tail)
 COMPOSITES = frozenset(AXIS_OPS)
+REDUCE_LAST = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSumSquare", "ReduceL1",
+                         "ReduceL2", "ReduceProd"})
 
 
 def _symbols(dims: InputDims) -> list[Dim]:
@@ -81,8 +83,12 @@ def signatures(graph: Graph, probes: list[dict]) -> dict[int, tuple] | None:
 
     values = _values(graph)
     for pair in probes:
+        shapes = []
         try:
-            shapes = [_value_shapes(concretize(graph, p), values) for p in pair]
+            for p in pair:
+                vmap: dict = {}
+                concretize(graph, p, vmap)
+                shapes.append({id(v): _static_shape(vmap.get(id(v))) for v in values})
         except ConverterError:
             continue
         sigs = {}
@@ -95,22 +101,16 @@ def signatures(graph: Graph, probes: list[dict]) -> dict[int, tuple] | None:
     return None
 
 
+def _static_shape(v: Value | None) -> tuple | None:
+    if v is None or v.type is None or not v.type.is_tensor or not v.type.is_static:
+        return None
+    return tuple(v.type.shape)
+
+
 def _values(graph: Graph) -> list[Value]:
     out = list(graph.inputs)
     for n in graph.nodes:
         out.extend(n.outputs)
-    return out
-
-
-def _value_shapes(concrete: Graph, values: list[Value]) -> dict[int, tuple | None]:
-    """id(original value) -> its static shape in ``concrete`` (a copy of the original graph, same order)."""
-    copies = _values(concrete)
-    by_name: dict[str, Value] = {v.name: v for v in copies}
-    out = {}
-    for v in values:
-        c = by_name.get(v.name)
-        out[id(v)] = None if c is None or c.type is None or not c.type.is_tensor or not c.type.is_static \
-            else tuple(c.type.shape)
     return out
 
 
@@ -134,10 +134,54 @@ class _Clusterer:
     def __init__(self, graph: Graph, sigs: dict[int, tuple]):
         self.graph, self.sigs = graph, sigs
 
-    def node_rows(self, node: Node) -> tuple | None:
-        """The rows (prefix) ``node`` computes over when it can join a row kernel, else None."""
+    def node_key(self, node: Node) -> tuple | None:
+        """The kernel ``node`` can join: ("rows", prefix) for a row kernel, ("cols", shape) for a column kernel
+        (its last dim dynamic: codegen/columns.py), or None."""
         if not _fusible(node) or not node.outputs:
             return None
+        sig = self.sigs.get(id(node.outputs[0]))
+        if sig and isinstance(sig[-1], tuple):
+            key = self.node_cols(node)
+            if key is not None:
+                return "cols", key
+        rows = self.node_rows(node)
+        return None if rows is None else ("rows", rows)
+
+    def node_cols(self, node: Node) -> tuple | None:
+        """The full shape pattern of a column kernel ``node`` can join (its last dim dynamic), else None: every
+        dynamic operand of the same rank, each dim equal to the kernel's or 1; constants broadcasting over
+        static dims; reductions and normalizations over the last axis only."""
+        if node.op not in ("Softmax", "LogSoftmax") and OPS[node.op].kind not in (OpKind.ELEMWISE, OpKind.BROADCAST,
+                                                                                   OpKind.REDUCE):
+            return None
+        x = node.inputs[0]
+        key = self.sigs.get(id(x if OPS[node.op].kind == OpKind.REDUCE else node.outputs[0]))
+        if key is None or not isinstance(key[-1], tuple) or len(node.outputs) != 1:
+            return None
+        rank = len(key)
+        if node.op in AXIS_OPS and normalize_axis(node.attrs.get(AXIS_OPS[node.op], -1), rank) != rank - 1:
+            return None
+        if OPS[node.op].kind == OpKind.REDUCE:
+            axes = _reduce_axes(node)
+            if node.op not in REDUCE_LAST or not node.attrs.get("keepdims", 1) or axes is None or \
+                    {normalize_axis(a, rank) for a in axes} != {rank - 1}:
+                return None
+        axes_input = node.inputs[1] if OPS[node.op].kind == OpKind.REDUCE and len(node.inputs) > 1 else None
+        for v in [*node.inputs, *node.outputs]:
+            if v is None or v is axes_input:
+                continue
+            shape = tuple(v.const.shape) if v.const is not None else self.sigs.get(id(v))
+            if shape is None or (v.const is None and len(shape) != rank) or len(shape) > rank:
+                return None
+            if any(d != 1 and d != k for d, k in zip(shape, key[rank - len(shape):])):
+                return None
+            if v.const is not None and any(isinstance(k, tuple) and d != 1
+                                           for d, k in zip(shape, key[rank - len(shape):])):
+                return None
+        return key
+
+    def node_rows(self, node: Node) -> tuple | None:
+        """The rows (prefix) ``node`` computes over when it can join a row kernel, else None."""
         prefix, tail, rank = None, None, None
         for o in node.outputs:
             sig = self.sigs.get(id(o))
@@ -185,7 +229,7 @@ class _Clusterer:
     def clusters(self) -> list[list[Node]]:
         owner: dict[int, int] = {}                 # id(node) -> cluster index
         reach: dict[int, frozenset] = {}           # id(node) -> clusters it depends on (through any path)
-        rows_of: list[tuple] = []
+        rows_of: list[tuple] = []             # each cluster's key (node_key)
         members: list[list[Node]] = []
         producer = {}
         for n in self.graph.nodes:
@@ -196,7 +240,7 @@ class _Clusterer:
             deps = frozenset().union(*(reach[id(q)] | ({owner[id(q)]} if id(q) in owner else set())
                                        for q in preds)) if preds else frozenset()
             reach[id(n)] = deps
-            rows = self.node_rows(n)
+            rows = self.node_key(n)
             if rows is None:
                 continue
             joined = None
@@ -214,7 +258,7 @@ class _Clusterer:
                 rows_of.append(rows)
             owner[id(n)] = joined
             members[joined].append(n)
-        return members
+        return [(rows_of[c], m) for c, m in enumerate(members)]
 
 
 def _reduce_axes(node: Node) -> list[int] | None:
@@ -231,12 +275,25 @@ def _nominal(rows: int, sig: tuple) -> tuple[int, ...]:
     return (rows,) + tuple(tail) if p else tuple(sig)
 
 
-def outline(graph: Graph, nodes: list[Node], sigs: dict[int, tuple], index: int, ctx: PassContext) -> bool:
-    """Replaces ``nodes`` by one row kernel; False (graph unchanged) when it cannot be lowered as one."""
+def _col_nominal(sig: tuple) -> tuple[int, ...]:
+    """A column kernel's shape pattern: the first probe's sizes (only which dims are 1 matters)."""
+    return tuple(d[1] if isinstance(d, tuple) else d for d in sig)
+
+
+def outline(graph: Graph, key: tuple, nodes: list[Node], sigs: dict[int, tuple], index: int,
+            ctx: PassContext) -> bool:
+    """Replaces ``nodes`` by one row kernel (``key[0] == "rows"``) or column kernel ("cols"); False (graph
+    unchanged) when it cannot be lowered as one."""
     inside = {id(n) for n in nodes}
     produced = {id(o) for n in nodes for o in n.outputs}
-    tails = {d for n in nodes for o in n.outputs for d in row_form(sigs[id(o)])[2]}
-    rows = next(r for r in NOMINAL_ROWS if r not in tails)
+    if key[0] == "rows":
+        tails = {d for n in nodes for o in n.outputs for d in row_form(sigs[id(o)])[2]}
+        rows = next(r for r in NOMINAL_ROWS if r not in tails)
+
+        def nominal(sig):
+            return _nominal(rows, sig)
+    else:
+        nominal = _col_nominal
     mapping: dict[int, Value] = {}
     ext_in: list[Value] = []
     sub = Graph(f"dyn_{index}")
@@ -247,15 +304,15 @@ def outline(graph: Graph, nodes: list[Node], sigs: dict[int, tuple], index: int,
             if v.const is not None:
                 mapping[id(v)] = Value(v.name, v.type, v.const)
                 continue
-            nv = Value(v.name, TensorType(v.type.dtype, _nominal(rows, sigs[id(v)])))
+            nv = Value(v.name, TensorType(v.type.dtype, nominal(sigs[id(v)])))
             mapping[id(v)] = nv
             ext_in.append(v)
             sub.inputs.append(nv)
     for n in nodes:
-        outs = [Value(o.name, TensorType(o.type.dtype, _nominal(rows, sigs[id(o)]))) for o in n.outputs]
+        outs = [Value(o.name, TensorType(o.type.dtype, nominal(sigs[id(o)]))) for o in n.outputs]
         attrs = dict(n.attrs)
         ins = [None if v is None else mapping[id(v)] for v in n.inputs]
-        rank = len(sigs[id(n.outputs[0])])
+        rank = len(sigs[id(n.inputs[0] if OPS[n.op].kind == OpKind.REDUCE else n.outputs[0])])
         if n.op in AXIS_OPS:
             attrs[AXIS_OPS[n.op]] = normalize_axis(attrs.get(AXIS_OPS[n.op], -1), rank) - rank
         elif OPS[n.op].kind == OpKind.REDUCE:
@@ -279,24 +336,19 @@ def outline(graph: Graph, nodes: list[Node], sigs: dict[int, tuple], index: int,
     sub.outputs = [mapping[id(o)] for o in outputs]
     ExpandOpsPass().run(sub, ctx)
     name = f"DynFused_{'_'.join(n.op for n in nodes[:4])}_{index}"
-    from ... import codegen  # llvmlite only when the model is actually built
-    from ...codegen.errors import UnsupportedOpError
-    from ...codegen.rows import row_multipliers
-    reason = codegen.unsupported_reason(sub, name)
-    if reason is None:
-        try:
-            row_multipliers(sub, rows, name)
-        except UnsupportedOpError as e:
-            reason = e.message
+    reason = _unlowerable(sub, name, key[0], rows if key[0] == "rows" else None)
     if reason:
         ctx.log.info("dynamic_fusion: %s stays unfused: %s", name, reason)
         return False
-    ref = next(i for i, v in enumerate(ext_in) if row_form(sigs[id(v)])[0])
-    lead = row_form(sigs[id(ext_in[ref])])[0]
+    if key[0] == "rows":
+        ref = next(i for i, v in enumerate(ext_in) if row_form(sigs[id(v)])[0])
+        lead = row_form(sigs[id(ext_in[ref])])[0]
+        kind = {"rows": {"nominal": rows, "lead": lead, "ref": ref,
+                         "inputs": [bool(row_form(sigs[id(v)])[0]) for v in ext_in]}}
+    else:
+        kind = {"cols": {"rank": len(key[1])}}
     kernel = Node("GraphKernel", ext_in, [], {
-        "graph": sub, "kernel_name": name, "source_nodes": tuple(n.name for n in nodes),
-        "rows": {"nominal": rows, "lead": lead, "ref": ref,
-                 "inputs": [bool(row_form(sigs[id(v)])[0]) for v in ext_in]}}, name=name)
+        "graph": sub, "kernel_name": name, "source_nodes": tuple(n.name for n in nodes), **kind}, name=name)
     for n in nodes:
         for o in n.outputs:
             o.producer = None
@@ -308,6 +360,24 @@ def outline(graph: Graph, nodes: list[Node], sigs: dict[int, tuple], index: int,
     graph.nodes.append(kernel)
     graph.toposort()
     return True
+
+
+def _unlowerable(sub: Graph, name: str, kind: str, rows: int | None) -> str | None:
+    """Why the code generator cannot lower ``sub`` as a row or column kernel, or None."""
+    from ... import codegen  # llvmlite only when the model is actually built
+    from ...codegen.columns import check_columns
+    from ...codegen.errors import UnsupportedOpError
+    from ...codegen.rows import row_multipliers
+    reason = codegen.unsupported_reason(sub, name)
+    if reason is None:
+        try:
+            if kind == "rows":
+                row_multipliers(sub, rows, name)
+            else:
+                check_columns(sub, name)
+        except UnsupportedOpError as e:
+            reason = e.message
+    return reason
 
 
 @register_pass
@@ -324,8 +394,8 @@ class DynamicFusionPass(Pass):
                          "dims it constrains with --inputShape, ranges included)")
             return False
         count = 0
-        for k, nodes in enumerate(_Clusterer(graph, sigs).clusters()):
-            if outline(graph, nodes, sigs, k, ctx):
+        for k, (key, nodes) in enumerate(_Clusterer(graph, sigs).clusters()):
+            if outline(graph, key, nodes, sigs, k, ctx):
                 count += 1
         if count:
             ctx.count(self.name, count)
