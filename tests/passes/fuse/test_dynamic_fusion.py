@@ -119,3 +119,48 @@ def test_row_kernel_refuses_a_stage_across_rows():
     g = Graph("g", [x], [s], [Node("ReduceSum", [x, axes], [s], {"keepdims": 1})])
     with pytest.raises(UnsupportedOpError):
         row_multipliers(g, 1021)
+
+
+def _column_model():
+    """scores[b, h, s, t] (t dynamic): scale, an additive mask [b, 1, 1, t], a boolean mask [1, 1, s, t], softmax
+    over t; plus a mean over t kept as an output of its own (a row-level output of the column kernel)."""
+    nodes = [oh.make_node("Mul", ["x", "scale"], ["a"]), oh.make_node("Add", ["a", "bias"], ["b"]),
+             oh.make_node("Where", ["keep", "b", "neg"], ["c"]), oh.make_node("Softmax", ["c"], ["y"], axis=-1),
+             oh.make_node("ReduceMean", ["c", "ax"], ["m"], keepdims=1),
+             oh.make_node("LogSoftmax", ["x"], ["z"], axis=3)]
+    return make_model(nodes, [tensor_info("x", F, ["b", 2, "s", "t"]), tensor_info("bias", F, ["b", 1, 1, "t"]),
+                              tensor_info("keep", np.bool_, [1, 1, "s", "t"])],
+                      [tensor_info("y", F, ["b", 2, "s", "t"]), tensor_info("m", F, ["b", 2, "s", 1]),
+                       tensor_info("z", F, ["b", 2, "s", "t"])],
+                      {"scale": np.array(0.3, F), "neg": np.array(-1e4, F), "ax": np.array([-1], np.int64)})
+
+
+@pytest.mark.parametrize("nt", [1, 2, 4])
+def test_column_kernels_at_every_shape(tmp_path, nt):
+    proto = _column_model()
+    path = converter_lite.convert(proto, str(tmp_path / "m"), **OPT2)
+    cols = [n for n in load_model(path).graph.nodes if n.op == "GraphKernel" and "cols" in n.attrs]
+    assert len(cols) >= 1 and any("Softmax" in s for k in cols for s in k.attrs["source_nodes"])
+    model = converter_lite.load(path, num_threads=nt, adaptive_threads=False)
+    rng = np.random.default_rng(nt)
+    for b, s, t in [(1, 1, 1), (2, 3, 5), (1, 64, 64), (3, 17, 300), (2, 200, 129), (1, 0, 4)]:
+        feeds = {"x": rng.standard_normal((b, 2, s, t)).astype(F),
+                 "bias": rng.standard_normal((b, 1, 1, t)).astype(F),
+                 "keep": rng.random((1, 1, s, t)) > 0.3}
+        got = model.run(feeds)
+        for (name, g), w in zip(got.items(), run_ort(proto, feeds)):
+            assert g.shape == w.shape, name
+            assert_close(g, w, rtol=1e-4, atol=1e-5, what=f"{name} at {(b, s, t)}")
+    assert any(k.native and k.op == "GraphKernel" for k in model.kernels_for(feeds))
+
+
+def test_column_kernel_reference_form(tmp_path):
+    proto = _column_model()
+    path = converter_lite.convert(proto, str(tmp_path / "m"), **OPT2)
+    model = converter_lite.load(path, native=False)
+    feeds = {"x": np.ones((2, 2, 3, 7), F), "bias": np.zeros((2, 1, 1, 7), F), "keep": np.ones((1, 1, 3, 7), bool)}
+    for g, w in zip(model.run(feeds).values(), run_ort(proto, feeds)):
+        assert_close(g, w, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ConverterError) as e:                   # a bias of the wrong batch: the kernel names it
+        model.run({**feeds, "bias": np.zeros((3, 1, 1, 7), F)})
+    assert e.value.code == -600
