@@ -39,7 +39,8 @@ PROBES = (lambda j: (64 + 32 * j, 160 + 32 * j), lambda j: (8 + 4 * j, 20 + 4 * 
 NOMINAL_ROWS = (1021, 1031, 1033, 1039)      # primes: the row count the sub-graphs are written with
 AXIS_OPS = {"Softmax": "axis", "LogSoftmax": "axis", "LayerNormalization": "axis", "RMSNormalization": "axis"}
 # opaque ops the expander rewrites into fusible ones along the axis above (the tail)
-COMPOSITES = frozenset(AXIS_OPS)
+COMPOSITES = frozenset(AXIS_OPS) | {"BatchNormalization"}
+PER_CHANNEL = frozenset({"BatchNormalization"})      # parameters [C] along axis 1 (not numpy broadcasting)
 REDUCE_LAST = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSumSquare", "ReduceL1",
                          "ReduceL2", "ReduceProd"})
 
@@ -151,6 +152,8 @@ class _Clusterer:
         """The full shape pattern of a column kernel ``node`` can join (its last dim dynamic), else None: every
         dynamic operand of the same rank, each dim equal to the kernel's or 1; constants broadcasting over
         static dims; reductions and normalizations over the last axis only."""
+        if node.op in PER_CHANNEL:
+            return self._per_channel_cols(node)
         if node.op not in ("Softmax", "LogSoftmax") and OPS[node.op].kind not in (OpKind.ELEMWISE, OpKind.BROADCAST,
                                                                                    OpKind.REDUCE):
             return None
@@ -178,6 +181,16 @@ class _Clusterer:
             if v.const is not None and any(isinstance(k, tuple) and d != 1
                                            for d, k in zip(shape, key[rank - len(shape):])):
                 return None
+        return key
+
+    def _per_channel_cols(self, node: Node) -> tuple | None:
+        """An inference BatchNormalization over a dynamic last axis: constant [C] parameters, C static."""
+        key = self.sigs.get(id(node.inputs[0]))
+        if key is None or len(key) < 3 or not isinstance(key[-1], tuple) or isinstance(key[1], tuple) \
+                or len(node.outputs) != 1 or self.sigs.get(id(node.outputs[0])) != key:
+            return None
+        if any(v is None or v.const is None or v.const.shape != (key[1],) for v in node.inputs[1:]):
+            return None
         return key
 
     def node_rows(self, node: Node) -> tuple | None:
@@ -208,6 +221,8 @@ class _Clusterer:
                 shape = sig
             if len(shape) > len(tail):
                 return None                              # a static operand broadcasting over the rows too
+        if node.op in PER_CHANNEL and (len(prefix) != 1 or len(node.outputs) != 1):
+            return None
         if not self._axes_in_tail(node, rank, len(prefix)):
             return None
         return prefix

@@ -164,3 +164,18 @@ def test_column_kernel_reference_form(tmp_path):
     with pytest.raises(ConverterError) as e:                   # a bias of the wrong batch: the kernel names it
         model.run({**feeds, "bias": np.zeros((3, 1, 1, 7), F)})
     assert e.value.code == -600
+
+
+@pytest.mark.parametrize("dims", [["n", 6, "h", "w"], ["n", 6, 5, 7]])
+def test_batch_norm_of_a_dynamic_image(tmp_path, dims):
+    """Per-channel parameters along axis 1: a column kernel when the width is dynamic, a row kernel when only
+    the batch is."""
+    rng = np.random.default_rng(0)
+    nodes = [oh.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y0"]), oh.make_node("Relu", ["y0"], ["y"])]
+    params = {k: rng.random(6).astype(F) + (0.5 if k == "v" else 0) for k in "sbmv"}
+    proto = make_model(nodes, [tensor_info("x", F, dims)], [tensor_info("y", F, None)], params)
+    path = converter_lite.convert(proto, str(tmp_path / "m"), **OPT2)
+    kinds = [("cols" in n.attrs, "rows" in n.attrs) for n in load_model(path).graph.nodes]
+    assert kinds == [(True, False)] if dims[-1] == "w" else kinds == [(False, True)]
+    shapes = [(1, 6, 5, 7), (2, 6, 33, 1), (3, 6, 1, 64)] if dims[-1] == "w" else [(1, 6, 5, 7), (4, 6, 5, 7)]
+    _check(proto, path, shapes)
