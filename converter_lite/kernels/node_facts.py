@@ -3,10 +3,19 @@ constant inputs and the convolution attributes, without importing the op table."
 from __future__ import annotations
 
 
+_NP_NAMES: dict = {}
+
+
 def dtype(node, i: int) -> str | None:
     """numpy name of input ``i``'s dtype (``"float32"``), or None when absent or untyped."""
     v = node.inputs[i] if i < len(node.inputs) else None
-    return None if v is None or v.type is None else str(v.type.dtype.np)
+    if v is None or v.type is None:
+        return None
+    dt = v.type.dtype
+    name = _NP_NAMES.get(dt)
+    if name is None:
+        name = _NP_NAMES[dt] = str(dt.np)       # (str of a numpy dtype is slow: drivers ask it per node)
+    return name
 
 
 def shape(node, i: int) -> tuple | None:

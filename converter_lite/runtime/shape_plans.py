@@ -5,7 +5,8 @@ dynamic inputs have unknown shapes (ir/input_dims.py).  At the first run with a 
 ``ShapePlans.plan_for`` makes the graph static for them (concretize.py: type inference and shape arithmetic)
 and builds a ``Plan`` of it (its arena planned and sized for those shapes, its kernels bound with their tiling
 chosen for them); later runs with the same shapes reuse it.  The most recently used ``MAX_PLANS`` plans are
-kept (each holds its arena while idle); ``Model.resize`` builds one ahead of the first run.
+kept (each holds its arena while idle), fewer when their arenas would total more than ``MAX_BYTES``;
+``Model.resize`` builds one ahead of the first run.
 
 What a new shape costs is shape inference and binding (Python, no compiler, no llvmlite): the first run at a
 shape is measured in ``make bench`` against the steady runs.
@@ -20,17 +21,18 @@ from ..ir.core import Graph
 from .concretize import concretize
 
 MAX_PLANS = 8                   # plans kept for the most recently used input shapes
+MAX_BYTES = 1 << 30             # and at most this much arena memory among them (the most recent plan always kept)
 
 
 class ShapePlans:
     def __init__(self, graph: Graph, dynamic: list[str], make_plan: Callable[[Graph], object],
-                 max_plans: int = MAX_PLANS):
+                 max_plans: int = MAX_PLANS, max_bytes: int = MAX_BYTES):
         self.graph = graph
         self.dynamic = dynamic                       # names of the dynamic inputs, graph-input order
         self._make_plan = make_plan
         self._plans: OrderedDict[tuple, object] = OrderedDict()
         self._lock = threading.Lock()
-        self.max_plans = max_plans
+        self.max_plans, self.max_bytes = max_plans, max_bytes
         self.built = 0                               # plans made so far (a test and a bench figure)
 
     def plan_for(self, shapes: tuple[tuple[int, ...], ...]):
@@ -45,9 +47,12 @@ class ShapePlans:
             self.built += 1
             self._plans[shapes] = plan
             self._plans.move_to_end(shapes)
-            while len(self._plans) > self.max_plans:
+            while len(self._plans) > self.max_plans or (len(self._plans) > 1 and self._bytes() > self.max_bytes):
                 self._plans.popitem(last=False)
         return plan
+
+    def _bytes(self) -> int:
+        return sum(getattr(p, "arena_bytes", 0) + getattr(p, "workspace", 0) for p in self._plans.values())
 
     def cached(self) -> list[tuple]:
         with self._lock:

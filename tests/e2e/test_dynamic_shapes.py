@@ -204,3 +204,16 @@ def test_benchmark_runs_at_given_shapes(converted, tmp_path):
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(main, [f"--modelFile={path}", "--inputShapes=2,9,15", "--loopCount=3"])
     assert r.exit_code != 0 and "dim 2 is fixed to 16" in r.output
+
+
+def test_plan_cache_is_bounded_by_count_and_memory(converted, monkeypatch):
+    from converter_lite.runtime import shape_plans
+    model = converter_lite.load(converted["conv"][1])
+    model._shape_plans.max_plans = 2
+    for s in (8, 9, 10):
+        model.run({"x": np.ones((1, 3, s, s), F)})
+    assert [k[0][2] for k in model._shape_plans.cached()] == [9, 10]
+    model._shape_plans.max_bytes = 1                      # every plan is over it: only the latest stays
+    model.run({"x": np.ones((1, 3, 11, 11), F)})
+    assert [k[0][2] for k in model._shape_plans.cached()] == [11]
+    assert shape_plans.MAX_BYTES >= 1 << 28
