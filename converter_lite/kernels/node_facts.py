@@ -2,7 +2,6 @@
 constant inputs and the convolution attributes, without importing the op table."""
 from __future__ import annotations
 
-
 _NP_NAMES: dict = {}
 
 
