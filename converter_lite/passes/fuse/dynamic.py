@@ -301,6 +301,8 @@ def outline(graph: Graph, key: tuple, nodes: list[Node], sigs: dict[int, tuple],
     unchanged) when it cannot be lowered as one."""
     inside = {id(n) for n in nodes}
     produced = {id(o) for n in nodes for o in n.outputs}
+    if _closes_a_cycle(graph, nodes, inside):
+        return False
     if key[0] == "rows":
         tails = {d for n in nodes for o in n.outputs for d in row_form(sigs[id(o)])[2]}
         rows = next(r for r in NOMINAL_ROWS if r not in tails)
@@ -375,6 +377,26 @@ def outline(graph: Graph, key: tuple, nodes: list[Node], sigs: dict[int, tuple],
     graph.nodes.append(kernel)
     graph.toposort()
     return True
+
+
+def _closes_a_cycle(graph: Graph, nodes: list[Node], inside: set) -> bool:
+    """Whether a path leaves ``nodes`` and comes back into them through other nodes of ``graph`` as it is now
+    (kernels outlined before included): one kernel of them would then depend on itself.  The clustering keeps
+    each cluster clear of outside paths back into it, but two clusters can still feed each other (a node of one
+    joined after a node of the other had read it); the later of the two stays unfused."""
+    stack = [u for n in nodes for o in n.outputs for u, _ in o.uses if id(u) not in inside]
+    seen: set = set()
+    while stack:
+        u = stack.pop()
+        if id(u) in seen:
+            continue
+        seen.add(id(u))
+        for o in u.outputs:
+            for w, _ in o.uses:
+                if id(w) in inside:
+                    return True
+                stack.append(w)
+    return False
 
 
 def _unlowerable(sub: Graph, name: str, kind: str, rows: int | None) -> str | None:

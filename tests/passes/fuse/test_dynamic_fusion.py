@@ -179,3 +179,17 @@ def test_batch_norm_of_a_dynamic_image(tmp_path, dims):
     assert kinds == [(True, False)] if dims[-1] == "w" else kinds == [(False, True)]
     shapes = [(1, 6, 5, 7), (2, 6, 33, 1), (3, 6, 1, 64)] if dims[-1] == "w" else [(1, 6, 5, 7), (4, 6, 5, 7)]
     _check(proto, path, shapes)
+
+
+def test_a_cluster_that_would_feed_itself_is_not_outlined():
+    """Two clusters can feed each other (found in YOLOv8n's head): outlining checks the graph as it is."""
+    from converter_lite.passes.fuse.dynamic import _closes_a_cycle
+    t = TensorType(DType.float32, None)
+    x = Value("x", t)
+    vals = {k: Value(k, t) for k in "abc"}
+    a = Node("Relu", [x], [vals["a"]], name="a")
+    other = Node("Neg", [vals["a"]], [vals["b"]], name="other")
+    c = Node("Add", [vals["a"], vals["b"]], [vals["c"]], name="c")
+    g = Graph("g", [x], [vals["c"]], [a, other, c])
+    assert _closes_a_cycle(g, [a, c], {id(a), id(c)})
+    assert not _closes_a_cycle(g, [a, other], {id(a), id(other)})
