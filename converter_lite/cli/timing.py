@@ -62,7 +62,8 @@ def measure(model, feeds: dict[str, np.ndarray], loop_count: int = 10, warm_up: 
             progress("warm up", i + 1, warm_up)
     clock = time.perf_counter
     times: list[float] = []
-    kernel_s = [0.0] * len(model.kernels)
+    kernels = model.kernels_for(feeds) if profile and hasattr(model, "kernels_for") else model.kernels
+    kernel_s = [0.0] * len(kernels)
     for i in range(loop_count):
         if profile:
             t0 = clock()
@@ -75,7 +76,7 @@ def measure(model, feeds: dict[str, np.ndarray], loop_count: int = 10, warm_up: 
             progress("benchmark", i + 1, loop_count)
     result = TimingResult(times)
     if profile:
-        result.by_name, result.by_type = _aggregate(model.kernels, kernel_s, loop_count)
+        result.by_name, result.by_type = _aggregate(kernels, kernel_s, loop_count)
     return result
 
 

@@ -202,6 +202,9 @@ def test_benchmark_runs_at_given_shapes(converted, tmp_path):
     assert "AvgRunTime" in r.output
     r = CliRunner().invoke(main, [f"--modelFile={path}", "--loopCount=3"])   # dynamic dims at their lower bound
     assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, [f"--modelFile={path}", "--inputShapes=3,50,16", "--loopCount=2",
+                                  "--timeProfiling=true"])                  # the kernels of that shape's plan
+    assert r.exit_code == 0 and "DynFused" in r.output, r.output
     r = CliRunner().invoke(main, [f"--modelFile={path}", "--inputShapes=2,9,15", "--loopCount=3"])
     assert r.exit_code != 0 and "dim 2 is fixed to 16" in r.output
 

@@ -291,8 +291,9 @@ def _nominal(rows: int, sig: tuple) -> tuple[int, ...]:
 
 
 def _col_nominal(sig: tuple) -> tuple[int, ...]:
-    """A column kernel's shape pattern: the first probe's sizes (only which dims are 1 matters)."""
-    return tuple(d[1] if isinstance(d, tuple) else d for d in sig)
+    """A column kernel's shape pattern: only which dims are 1 matters, and a dynamic dim never is (the larger
+    probe, at least 2: a probe may have given it 1, e.g. a width pooled down)."""
+    return tuple(max(d[1], d[2], 2) if isinstance(d, tuple) else d for d in sig)
 
 
 def outline(graph: Graph, key: tuple, nodes: list[Node], sigs: dict[int, tuple], index: int,

@@ -193,3 +193,13 @@ def test_a_cluster_that_would_feed_itself_is_not_outlined():
     g = Graph("g", [x], [vals["c"]], [a, other, c])
     assert _closes_a_cycle(g, [a, c], {id(a), id(c)})
     assert not _closes_a_cycle(g, [a, other], {id(a), id(other)})
+
+
+def test_a_dynamic_dim_probed_at_one_is_not_a_broadcast(tmp_path):
+    """A width pooled down to 1 at the smaller probe (64 // 64) is still dynamic in a column kernel's pattern."""
+    nodes = [oh.make_node("AveragePool", ["x"], ["p"], kernel_shape=[1, 64], strides=[1, 64]),
+             oh.make_node("Sigmoid", ["p"], ["s"]), oh.make_node("Mul", ["p", "s"], ["y"])]
+    proto = make_model(nodes, [tensor_info("x", F, [1, 4, 1, "w"])], [tensor_info("y", F, None)])
+    path = converter_lite.convert(proto, str(tmp_path / "m"), input_shape="x:1,4,1,64-4096", **OPT2)
+    assert any("cols" in n.attrs for n in load_model(path).graph.nodes)
+    _check(proto, path, [(1, 4, 1, 64), (1, 4, 1, 640), (1, 4, 1, 4000)])
