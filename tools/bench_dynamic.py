@@ -107,7 +107,7 @@ def _path(spec: str, work_dir: str) -> str | None:
 def measure(threads: int = 2, quick: bool = False, only: set[str] | None = None) -> list[dict]:
     import converter_lite
 
-    budget = QUICK if quick else Budget(min_seconds=1.0, max_seconds=4.0, block=5, settle=0.02)
+    budget = QUICK if quick else Budget(min_seconds=2.0, max_seconds=6.0, block=10, settle=0.02)
     rows = []
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory(prefix="cl_bench_dyn_") as tmp:

@@ -93,6 +93,10 @@ class Model:
         if self._dims is not None:
             dynamic = [n for n in self.input_names if n in self._dims.dims]
             self._dyn_pos = [self._inputs[n][0] for n in dynamic]
+            # (name, dtype) per input for the repeated-shapes path (``_same_shapes``): tensors only
+            self._plain = None if any(t.dtype is DType.string or not t.is_tensor for t in self.input_types) else \
+                [(n, np.dtype(t.dtype.np)) for n, t in zip(self.input_names, self.input_types)]
+            self._last: tuple | None = None          # (input shapes, plan) of the last fully checked run
             self._shape_plans = ShapePlans(loaded.graph, dynamic, lambda g: Plan(
                 g, resolve, num_threads=num_threads, adaptive=adaptive_threads,
                 max_loop_iterations=max_loop_iterations))
@@ -122,12 +126,17 @@ class Model:
             shapes = self._reshaper.shapes_for(feeds)
             if shapes is not None:
                 return self._reshaper.model_for(shapes).run(feeds, outputs)
-        inputs = self._plain_feeds(feeds)
+        plan = None
+        if self._shape_plans is None:
+            inputs = self._plain_feeds(feeds)
+        else:                                       # the shapes of the last run: its plan, checks done
+            inputs, plan = self._same_shapes(feeds)
         if inputs is None:
             inputs = self.check_feeds(feeds)
         if self._guards:
             self._check_guards(inputs)
-        plan = self.plan if self._shape_plans is None else self._plan_for(inputs)
+        if plan is None:
+            plan = self.plan if self._shape_plans is None else self._plan_for(inputs)
         bound = None if outputs is None else self._bound_outputs(outputs, plan.graph)
         try:
             if plan.native_only:
@@ -205,7 +214,25 @@ class Model:
             shape = inputs[pos].shape
             self._dims.check(name, shape)
             shapes.append(shape)
-        return self._shape_plans.plan_for(tuple(shapes))
+        plan = self._shape_plans.plan_for(tuple(shapes))
+        if self._plain is not None and all(isinstance(a, np.ndarray) for a in inputs):
+            self._last = (tuple(a.shape for a in inputs), plan)
+        return plan
+
+    def _same_shapes(self, feeds) -> tuple[list | None, Plan | None]:
+        """(inputs in order, the plan) when ``feeds`` is a dict of exactly the inputs, ndarrays of the declared
+        dtypes and of the shapes of the last run that went through the full checks; else (None, None).  Saves a
+        model with dynamic dims the feed checks and the plan lookup on repeated shapes (a streaming model)."""
+        plain, last = self._plain, self._last
+        if plain is None or last is None or type(feeds) is not dict or len(feeds) != len(plain):
+            return None, None
+        inputs = []
+        for (name, dtype), shape in zip(plain, last[0]):
+            a = feeds.get(name)
+            if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape:
+                return None, None
+            inputs.append(a)
+        return inputs, last[1]
 
     def specialized(self, shapes: Mapping[str, Sequence[int]]) -> Model:
         """This model for the given input shapes: itself when they are the converted ones, else (for inputs

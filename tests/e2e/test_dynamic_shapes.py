@@ -220,3 +220,16 @@ def test_plan_cache_is_bounded_by_count_and_memory(converted, monkeypatch):
     model.run({"x": np.ones((1, 3, 11, 11), F)})
     assert [k[0][2] for k in model._shape_plans.cached()] == [11]
     assert shape_plans.MAX_BYTES >= 1 << 28
+
+
+def test_repeated_shapes_take_the_last_plan_and_new_ones_are_still_checked(converted):
+    model = converter_lite.load(converted["conv"][1])
+    x = np.ones((1, 3, 9, 9), F)
+    model.run({"x": x})
+    assert model._same_shapes({"x": x})[1] is not None          # the fast path: same shapes as the last run
+    assert model._same_shapes({"x": np.ones((1, 3, 9, 10), F)}) == (None, None)
+    assert model._same_shapes({"x": x.astype(np.float64)}) == (None, None)
+    with pytest.raises(ConverterError) as e:                     # a bad shape after good ones: still -600
+        model.run({"x": np.ones((1, 2, 9, 9), F)})
+    assert e.value.code == -600
+    assert model.run({"x": x})["y"].shape == (1, 5)
