@@ -386,14 +386,14 @@ def dynamic_transformer(rng, causal: bool, layers: int = 2, vocab: int = 1000, h
     consts = {"ax0": np.array(0, np.int64), "ax1": np.array(1, np.int64), "zero1": np.array([0], np.int64),
               "heads": np.array([heads], np.int64), "dhead": np.array([hidden // heads], np.int64),
               "hid": np.array([hidden], np.int64), "sqrt_dh": np.array(np.sqrt(hidden // heads), np.float32),
-              "one": np.array(1.0, np.float32), "neg_big": np.array(-1e4, np.float32),
+              "neg_big": np.array(-1e4, np.float32),
               "zero_i": np.array(0, np.int64), "one_i": np.array(1, np.int64)}
     if causal:
         consts.update(causal=np.tril(np.ones((max_pos, max_pos), bool))[None, None], one1=np.array([1], np.int64),
                       ax2=np.array([2], np.int64), ax3=np.array([3], np.int64))
     else:
         consts.update(axes12=np.array([1, 2], np.int64), sqrt2=np.array(np.sqrt(2.0), np.float32),
-                      half=np.array(0.5, np.float32))
+                      half=np.array(0.5, np.float32), one=np.array(1.0, np.float32))
     inits += [onh.from_array(v, k) for k, v in consts.items()]
     nodes = [oh.make_node("Shape", ["input_ids"], ["ids_shape"]),
              oh.make_node("Gather", ["ids_shape", "ax1"], ["seq"], axis=0),
