@@ -11,6 +11,8 @@ same sub-graph (and native code, codegen/rows.py) serves every number of rows.  
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..ir.core import TensorType
@@ -29,9 +31,9 @@ def _infer(node):
     if ref.type.shape is None:
         return [TensorType(v.dtype, None) for v in sub.outputs]
     prefix = ref.type.shape[:rows["lead"]]
-    r = int(np.prod(prefix, dtype=np.int64))
+    r = math.prod(prefix)
     for v, has, sv in zip(node.inputs, rows["inputs"], sub.inputs):
-        if has and v.type.shape is not None and v.type.size != r * int(np.prod(sv.shape[1:], dtype=np.int64)):
+        if has and v.type.shape is not None and v.type.size != r * math.prod(sv.shape[1:]):
             raise KernelError(f"GraphKernel {node.name!r}: input {v.name!r} {list(v.type.shape)} does not have "
                               f"the kernel's {r} rows of {list(sv.shape[1:])}")
     return [TensorType(v.dtype, tuple(prefix) + tuple(v.shape[1:])) for v in sub.outputs]
@@ -72,7 +74,7 @@ def graph_kernel(attrs, *inputs):
         return tuple(eval_graph(attrs["graph"], list(inputs)))
     sub = attrs["graph"]
     prefix = np.shape(inputs[rows["ref"]])[:rows["lead"]]
-    r = int(np.prod(prefix, dtype=np.int64))
+    r = math.prod(prefix)
     flat = [np.reshape(a, (r, *v.shape[1:])) if has else a for a, has, v in zip(inputs, rows["inputs"], sub.inputs)]
     outs = eval_graph(sub, flat)
     return tuple(np.reshape(o, tuple(prefix) + tuple(v.shape[1:])) for o, v in zip(outs, sub.outputs))

@@ -22,6 +22,7 @@ import functools
 import hashlib
 import json
 import logging
+import math
 import os
 import platform
 import tempfile
@@ -196,7 +197,7 @@ class NativeKernel:
         for k, (a, (_, shape)) in enumerate(zip([*outs, *ins], [*self._out_specs, *self._in_specs])):
             if not shape or shape[0] != self._rows:
                 continue
-            tail = int(np.prod(shape[1:], dtype=np.int64))
+            tail = math.prod(shape[1:])
             if rows is None and tail:
                 rows = a.size // tail
             if tail * (rows or 0) != a.size:

@@ -20,6 +20,7 @@ after it absorbed).  Every step remembers the top-level node (``kernel``) it bel
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,7 +48,7 @@ class PValue:
 
     @property
     def nbytes(self) -> int:
-        return 0 if self.shape is None else int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return 0 if self.shape is None else math.prod(self.shape) * self.dtype.itemsize
 
     @property
     def dynamic(self) -> bool:
