@@ -203,3 +203,24 @@ def test_a_dynamic_dim_probed_at_one_is_not_a_broadcast(tmp_path):
     path = converter_lite.convert(proto, str(tmp_path / "m"), input_shape="x:1,4,1,64-4096", **OPT2)
     assert any("cols" in n.attrs for n in load_model(path).graph.nodes)
     _check(proto, path, [(1, 4, 1, 64), (1, 4, 1, 640), (1, 4, 1, 4000)])
+
+
+def test_control_flow_on_input_shapes_is_reported(tmp_path, caplog):
+    """An If on the input's length (silero VAD's pattern) cannot fold while the length is dynamic: a warning
+    names it and the flag that folds it."""
+    import logging
+    then = oh.make_graph([oh.make_node("Relu", ["x"], ["t"])], "then", [], [tensor_info("t", F, None)])
+    other = oh.make_graph([oh.make_node("Neg", ["x"], ["e"])], "else", [], [tensor_info("e", F, None)])
+    nodes = [oh.make_node("Shape", ["x"], ["s"]), oh.make_node("Gather", ["s", "one"], ["n"], axis=0),
+             oh.make_node("Greater", ["n", "k"], ["c"]),
+             oh.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="branch_on_length")]
+    proto = make_model(nodes, [tensor_info("x", F, [1, "n"])], [tensor_info("y", F, None)],
+                       {"one": np.array(1, np.int64), "k": np.array(256, np.int64)})
+    with caplog.at_level(logging.WARNING, logger="converter_lite"):
+        path = converter_lite.convert(proto, str(tmp_path / "m"), **OPT2)
+    assert "branch_on_length" in caplog.text and "--inputShape" in caplog.text
+    _check(proto, path, [(1, 100), (1, 300)])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="converter_lite"):
+        converter_lite.convert(proto, str(tmp_path / "s"), input_shape="x:1,512", **OPT2)
+    assert "branch_on_length" not in caplog.text
