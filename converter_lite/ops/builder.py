@@ -13,7 +13,7 @@ import numpy as np
 
 from ..ir.core import Graph, Node, TensorType, Value
 from ..ir.dtype import DType
-from .registry import infer_types
+from .registry import DynamicShapeError, infer_dynamic, infer_types
 
 _counter = itertools.count()
 
@@ -23,9 +23,11 @@ def fresh_name(prefix: str) -> str:
 
 
 class GraphBuilder:
-    def __init__(self, graph: Graph, insert_before: Node | None = None, name_prefix: str = "b"):
+    def __init__(self, graph: Graph, insert_before: Node | None = None, name_prefix: str = "b",
+                 dynamic: bool = False):
         self.graph = graph
         self.prefix = name_prefix
+        self.dynamic = dynamic        # nodes of dynamic-shape inputs get shape=None outputs instead of failing
         self.new_nodes: list[Node] = []
         self._pos = graph.nodes.index(insert_before) if insert_before is not None else None
 
@@ -45,7 +47,13 @@ class GraphBuilder:
         ins = [self._value(v) for v in inputs]
         outs = [Value(fresh_name(self.prefix)) for _ in range(n_outputs)]
         node = Node(op, ins, outs, attrs, name=name or fresh_name(f"{self.prefix}_{op}"))
-        for o, t in zip(outs, infer_types(node)):
+        try:
+            types = infer_types(node)
+        except DynamicShapeError:
+            if not self.dynamic:
+                raise
+            types = infer_dynamic(node)
+        for o, t in zip(outs, types):
             o.type = t
         if self._pos is None:
             self.graph.nodes.append(node)

@@ -7,6 +7,8 @@ a dynamic input have ``shape=None``) with the given input shapes and, node by no
 * folds what became shape arithmetic: ``Shape``/``Size`` of a value of known shape, then every deterministic
   node whose inputs are all constants and whose outputs are small (``FOLD_ELEMENTS``) - so an exporter's
   Shape -> Gather -> Concat -> Reshape chain becomes a Reshape to a constant shape, and what follows it static;
+* inlines the branch an ``If`` takes when shape arithmetic made its condition a constant (silero VAD decides
+  on its frame size), the branch's nodes made static the same way;
 * re-selects the native drivers of nodes that now have static shapes, among those the converter linked for
   them (kernels/registry.py ``select``, passes/select_drivers.py records the candidates of a dynamic node).
 
@@ -58,14 +60,24 @@ def concretize(graph: Graph, shapes: Mapping[str, tuple[int, ...]], vmap: dict |
         inputs.append(nv)
     out = Graph(graph.name, inputs)
     out.metadata = dict(graph.metadata)
-    for node in graph.nodes:
+    def visit(node: Node) -> None:
         ins = [mapped(i) for i in node.inputs]
+        body = _taken_branch(node, ins)
+        if body is not None:                          # an If on what is now a constant: its branch, inlined
+            for bv, v in zip(body.inputs, ins[1:]):
+                if v is not None:
+                    vmap[id(bv)] = v
+            for bn in body.nodes:
+                visit(bn)
+            for o, bo in zip(node.outputs, body.outputs):
+                vmap[id(o)] = mapped(bo)
+            return
         outs = [Value(o.name, o.type) for o in node.outputs]
         for o, no in zip(node.outputs, outs):
             vmap[id(o)] = no
         if all(o.type is not None and o.type.is_static for o in node.outputs) or not node.outputs:
             out.nodes.append(Node(node.op, ins, outs, node.attrs, node.name))   # nothing dynamic: as converted
-            continue
+            return
         new = Node(node.op, ins, outs, dict(node.attrs), node.name)
         try:
             types = infer_types(new)
@@ -77,14 +89,27 @@ def concretize(graph: Graph, shapes: Mapping[str, tuple[int, ...]], vmap: dict |
             o.type = t
         try:
             if _fold(new):
-                continue
+                return
         except (KernelError, ValueError, IndexError, TypeError) as e:
             raise _shape_error(node, shapes, e) from None
         if new.attrs.get(DRIVERS_ATTR) and all(o.type.is_static for o in outs):
             new.attrs[DRIVERS_ATTR] = [s for s in select(new) if s in new.attrs[DRIVERS_ATTR]]
         out.nodes.append(new)
+
+    for node in graph.nodes:
+        visit(node)
     out.outputs = [mapped(v) for v in graph.outputs]
     return out
+
+
+def _taken_branch(node: Node, ins: list) -> Graph | None:
+    """The branch an If takes when its condition is a constant (shape arithmetic made it one), else None."""
+    if node.op != "If" or not ins or ins[0] is None or ins[0].const is None or ins[0].const.size != 1:
+        return None
+    body = node.attrs.get("then_branch" if bool(ins[0].const.reshape(-1)[0]) else "else_branch")
+    if not isinstance(body, Graph) or len(body.inputs) != len(ins) - 1 or len(body.outputs) != len(node.outputs):
+        return None
+    return body
 
 
 def _shape_error(node: Node, shapes: Mapping, e: Exception) -> ConverterError:

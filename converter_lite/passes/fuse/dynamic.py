@@ -441,7 +441,7 @@ def _warn_shape_branches(graph: Graph, ctx: PassContext) -> None:
     if found:
         ctx.log.warning("%d control-flow node(s) decide on the dynamic input shapes (%s%s): they run as control "
                         "flow at every call, their bodies unfused; --inputShape fixing those dims folds them at "
-                        "conversion (silero VAD: 41 us a call against 2.1 ms)", len(found), ", ".join(found[:3]),
+                        "conversion (silero VAD: 41 us a call against 250-430 us)", len(found), ", ".join(found[:3]),
                         " ..." if len(found) > 3 else "")
         ctx.count("dynamic_fusion/shape_branches", len(found))
 

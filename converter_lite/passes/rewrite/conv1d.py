@@ -8,7 +8,8 @@ reference kernel.  The reshapes are views (no copy).  Attributes map as ``kernel
 ``group`` are kept (SAME/VALID pad nothing along the added axis, whose kernel size is 1).
 
 Constraints: the weights are a constant of rank 3 (the new ones are a reshaped constant), the bias is absent
-or a constant, ``x`` has rank 3.
+or a constant, ``x`` has rank 3 (or a dynamic shape: ONNX makes it the weights' rank, and the reshapes' 0 and -1
+take its sizes at run time).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ PATTERN = op.Conv(Var("x"), Const("w"), Opt("b"), bind="conv")
 
 def check(m: Match) -> MatchResult:
     x, w = m["x"], m["w"]
-    if x.type is None or x.type.rank != 3 or np.ndim(m.const("w")) != 3:
+    if x.type is None or (x.type.shape is not None and x.type.rank != 3) or np.ndim(m.const("w")) != 3:
         return MatchResult.fail("not a 1-D convolution")
     if m["b"] is not None and not m["b"].is_const:
         return MatchResult.fail("the bias is not a constant")
@@ -53,4 +54,4 @@ def rewrite(m: Match, b: GraphBuilder) -> Value:
 @register_pass
 class Conv1dAsConv2dPass(RewritePass):
     name = "conv1d_as_conv2d"
-    rules = (Rule("conv1d_as_conv2d", PATTERN, rewrite, check=check),)
+    rules = (Rule("conv1d_as_conv2d", PATTERN, rewrite, check=check, dynamic_ok=True),)

@@ -43,6 +43,7 @@ class Rule:
     check: Callable[[Match], MatchResult | bool] | None = None
     exclusive: bool | None = None     # None: intermediates must be exclusive unless the rewrite is a bare Var
     shared: tuple[str, ...] = ()      # bound nodes whose outputs may have outside uses (the rewrite covers them)
+    dynamic_ok: bool = False          # the rewrite is right whatever the shapes (it may match dynamic values)
 
     @property
     def needs_exclusive(self) -> bool:
@@ -92,7 +93,7 @@ def try_rule(graph: Graph, rule: Rule, node: Node, on_fail: FailFn | None = None
     """Matches ``rule`` at ``node`` and applies the first acceptable match."""
     for m in match(rule.pattern, node.outputs[0]):
         m.graph = graph
-        if not all_static(m.nodes):
+        if not rule.dynamic_ok and not all_static(m.nodes):
             if on_fail:
                 on_fail(rule, node, "a matched value has a dynamic shape")
             continue
@@ -106,7 +107,8 @@ def try_rule(graph: Graph, rule: Rule, node: Node, on_fail: FailFn | None = None
                 if on_fail:
                     on_fail(rule, node, getattr(result, "reason", "") or "check failed")
                 continue
-        if apply_match(graph, rule.rewrite, m, on_fail=lambda why: on_fail and on_fail(rule, node, why)):
+        if apply_match(graph, rule.rewrite, m, on_fail=lambda why: on_fail and on_fail(rule, node, why),
+                       dynamic=rule.dynamic_ok):
             return True
     return False
 
@@ -132,10 +134,11 @@ def outside_use(graph: Graph, m: Match, shared: tuple[str, ...] = ()) -> bool:
 
 
 def apply_match(graph: Graph, rewrite: Pattern | RewriteFn, m: Match,
-                on_fail: Callable[[str], object] | None = None) -> bool:
-    """Builds the replacement of ``m`` before its root and rewires the uses; rolls back on any mismatch."""
+                on_fail: Callable[[str], object] | None = None, dynamic: bool = False) -> bool:
+    """Builds the replacement of ``m`` before its root and rewires the uses; rolls back on any mismatch.
+    ``dynamic``: the rule may build nodes of dynamic shape (``Rule.dynamic_ok``)."""
     root_out = m.root.outputs[0]
-    b = GraphBuilder(graph, insert_before=m.root, name_prefix=m.root.name or m.root.op)
+    b = GraphBuilder(graph, insert_before=m.root, name_prefix=m.root.name or m.root.op, dynamic=dynamic)
     try:
         if isinstance(rewrite, Pattern):
             out = instantiate(rewrite, m, b, like=root_out)
