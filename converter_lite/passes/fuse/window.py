@@ -63,7 +63,8 @@ def window_pad(node: Node) -> bool:
         return False
     pads = _ints(node.inputs[1])
     x, y = node.inputs[0], node.outputs[0]
-    if pads is None or min(pads, default=0) < 0 or x.type is None or len(pads) != 2 * len(x.shape) \
+    if pads is None or min(pads, default=0) < 0 or x.type is None or x.type.shape is None \
+            or len(pads) != 2 * len(x.shape) \
             or not (pads[len(x.shape) - 1] or pads[-1]):
         return False
     ins = list(node.inputs) + [None] * 2

@@ -238,3 +238,12 @@ def test_a_dynamic_1d_conv_runs_on_the_2d_drivers(tmp_path):
     convs = [n for n in load_model(path).graph.nodes if n.op == "Conv"]
     assert convs and all(n.inputs[1].const.ndim == 4 for n in convs)
     _check(proto, path, [(1, 2, 9), (3, 2, 100), (2, 2, 1)])
+
+
+def test_window_pad_of_a_dynamic_value_is_not_a_window():
+    """The clusterer asked window_pad about a Pad of dynamic shape (MobileNet with dynamic dims): False, not a
+    TypeError."""
+    from converter_lite.passes.fuse.window import window_pad
+    x, y = Value("x", TensorType(DType.float32, None)), Value("y", TensorType(DType.float32, None))
+    pads = Value("p", const=np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))
+    assert window_pad(Node("Pad", [x, pads], [y], {"mode": "constant"})) is False
