@@ -7,9 +7,9 @@ import os
 import numpy as np
 import onnx
 import pytest
+from helpers import assert_close, run_ort
 
 import converter_lite
-from helpers import assert_close, run_ort
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = sorted(glob.glob(os.path.join(ROOT, "models", "*.onnx")) + glob.glob(os.path.join(ROOT, "models", "zoo", "*.onnx")))
