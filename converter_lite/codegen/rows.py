@@ -10,10 +10,11 @@ checks that, and emits its own entry point, which takes ``R`` at run time:
 
     void <symbol>(void **args, int64_t num_threads);   // args: inputs, outputs, then R (an integer)
 
-Each stage runs over ``[0, R * k)`` of its partition axis, through the thread pool (pool chunks sized from
-``R`` at run time) when it has enough work; temporaries (reduction results) are allocated for ``R`` rows.  What
-is lost against a kernel specialized to its shape: the row-stitched schedule (schedule.py: every stage on a
-chunk of rows while they are in cache) and the non-temporal stores of very large outputs.
+The rows are walked in stitched chunks (schedule.py's row-stitched form): every stage runs on a chunk of rows
+(``[r0 * k, r1 * k)`` of its partition axis) before the next chunk, while they are in cache; with enough work the
+thread pool takes groups of chunks (sized from ``R`` at run time), one dispatch for all the stages.  Temporaries
+(reduction results) are allocated for ``R`` rows.  What is lost against a kernel specialized to its shape: the
+non-temporal stores of very large outputs, and row-chunk sizes tuned to the exact shape.
 """
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from llvmlite import ir
 
 from ..ir.core import Graph
 from .errors import UnsupportedOpError
+from .loops import for_range
 from .lower import MapStage, emit_stages, plan_kernel
-from .schedule import CHUNKS
+from .schedule import CHUNKS, ROW_CHUNK_ELEMS
 from .threadpool import declare_pool
 from .types import BYTE_PTR, BYTE_PTR_PTR, I64, VOID, storage_type
 
@@ -61,8 +63,10 @@ def lower_row_kernel(graph: Graph, sym: str, nominal: int, *, threshold: int = 1
     stage_fns = emit_stages(module, plan, sym, kernel, features)
     nb = len(plan.buffers)
     n_io = len(graph.inputs) + len(graph.outputs)
-    # the buffer table the stage bodies read: buffers, then R, then each stage's chunk size
-    table = ir.ArrayType(BYTE_PTR, nb + 1 + len(plan.stages))
+    # the buffer table the pool body reads: buffers, then R, then the rows of one pool chunk
+    table = ir.ArrayType(BYTE_PTR, nb + 2)
+    # rows per stitched chunk: every stage runs on them in turn while they are in cache (schedule.py's form)
+    stitch = max(1, ROW_CHUNK_ELEMS // max(max(mults, default=1), 1))
 
     def ptrs_of(b, bufs):
         return [b.bitcast(b.load(b.gep(bufs, [ir.Constant(I64, i)])), storage_type(buf.dtype).as_pointer())
@@ -71,20 +75,35 @@ def lower_row_kernel(graph: Graph, sym: str, nominal: int, *, threshold: int = 1
     def word(b, bufs, i):
         return b.ptrtoint(b.load(b.gep(bufs, [ir.Constant(I64, i)])), I64)
 
-    bodies = []
-    for k, (fn, mult) in enumerate(zip(stage_fns, mults)):
-        body = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR_PTR, I64]), f"{sym}.rc{k}")
-        body.linkage = "internal"
-        b = ir.IRBuilder(body.append_basic_block("entry"))
-        bufs, c = body.args
-        ext = b.mul(word(b, bufs, nb), ir.Constant(I64, mult))
-        chunk = word(b, bufs, nb + 1 + k)
-        lo = b.mul(c, chunk)
-        hi = b.add(lo, chunk)
-        hi = b.select(b.icmp_signed("<", hi, ext), hi, ext)
-        b.call(fn, ptrs_of(b, bufs) + [lo, hi])
-        b.ret_void()
-        bodies.append(body)
+    # void sym.span(T* bufs..., i64 lo, i64 hi): every stage over rows [lo, hi), a stitched chunk at a time
+    span = ir.Function(module, ir.FunctionType(VOID, [storage_type(bf.dtype).as_pointer() for bf in plan.buffers]
+                                               + [I64, I64]), f"{sym}.span")
+    span.linkage = "internal"
+    for arg in span.args[:nb]:
+        arg.add_attribute("noalias")
+    sb = ir.IRBuilder(span.append_basic_block("entry"))
+    sptrs, (slo, shi) = list(span.args[:nb]), span.args[nb:]
+    n = sb.sdiv(sb.add(sb.sub(shi, slo), ir.Constant(I64, stitch - 1)), ir.Constant(I64, stitch))
+    with for_range(sb, ir.Constant(I64, 0), n, "chunk") as j:
+        r0 = sb.add(slo, sb.mul(j, ir.Constant(I64, stitch)))
+        r1 = sb.add(r0, ir.Constant(I64, stitch))
+        r1 = sb.select(sb.icmp_signed("<", r1, shi), r1, shi)
+        for fn, mult in zip(stage_fns, mults):
+            m = ir.Constant(I64, mult)
+            sb.call(fn, sptrs + [sb.mul(r0, m), sb.mul(r1, m)])
+    sb.ret_void()
+
+    body = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR_PTR, I64]), f"{sym}.rc")
+    body.linkage = "internal"
+    bb = ir.IRBuilder(body.append_basic_block("entry"))
+    bufs_b, c = body.args
+    total = word(bb, bufs_b, nb)
+    chunk = word(bb, bufs_b, nb + 1)
+    lo = bb.mul(c, chunk)
+    hi = bb.add(lo, chunk)
+    hi = bb.select(bb.icmp_signed("<", hi, total), hi, total)
+    bb.call(span, ptrs_of(bb, bufs_b) + [lo, hi])
+    bb.ret_void()
 
     entry = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR_PTR, I64]), sym)
     args, nthreads = entry.args
@@ -105,22 +124,21 @@ def lower_row_kernel(graph: Graph, sym: str, nominal: int, *, threshold: int = 1
             b.store(p, b.gep(bufs, [ir.Constant(I64, t.slot)]))
     ptrs = ptrs_of(b, bufs)
     pool = declare_pool(module)
-    parallel_ok = b.icmp_signed(">", nthreads, ir.Constant(I64, 1))
-    for k, (st, fn, mult, body) in enumerate(zip(plan.stages, stage_fns, mults, bodies)):
-        ext = b.mul(rows, ir.Constant(I64, mult))
-        per_unit = max(st.work // max(st.part_extent, 1), 1)
-        work = b.mul(ext, ir.Constant(I64, per_unit))
-        big = b.and_(parallel_ok, b.icmp_signed(">=", work, ir.Constant(I64, threshold)))
-        with b.if_else(big) as (then, otherwise):
-            with then:
-                align = ir.Constant(I64, st.part_align)
-                chunk = b.sdiv(b.add(ext, ir.Constant(I64, CHUNKS - 1)), ir.Constant(I64, CHUNKS))
-                chunk = b.mul(b.sdiv(b.add(chunk, b.sub(align, ir.Constant(I64, 1))), align), align)
-                b.store(b.inttoptr(chunk, BYTE_PTR), b.gep(bufs, [ir.Constant(I64, nb + 1 + k)]))
-                nchunks = b.sdiv(b.add(ext, b.sub(chunk, ir.Constant(I64, 1))), chunk)
-                b.call(pool, [body, bufs, nchunks, nthreads])
-            with otherwise:
-                b.call(fn, ptrs + [ir.Constant(I64, 0), ext])
+    per_row_work = sum(max(st.work // max(st.part_extent, 1), 1) * mult for st, mult in zip(plan.stages, mults))
+    work = b.mul(rows, ir.Constant(I64, per_row_work))
+    big = b.and_(b.icmp_signed(">", nthreads, ir.Constant(I64, 1)),
+                 b.icmp_signed(">=", work, ir.Constant(I64, threshold)))
+    with b.if_else(big) as (then, otherwise):
+        with then:
+            # pool chunks of whole stitched chunks, at most CHUNKS of them
+            per = b.sdiv(b.add(rows, ir.Constant(I64, CHUNKS - 1)), ir.Constant(I64, CHUNKS))
+            st = ir.Constant(I64, stitch)
+            per = b.mul(b.sdiv(b.add(per, ir.Constant(I64, stitch - 1)), st), st)
+            b.store(b.inttoptr(per, BYTE_PTR), b.gep(bufs, [ir.Constant(I64, nb + 1)]))
+            nchunks = b.sdiv(b.add(rows, b.sub(per, ir.Constant(I64, 1))), per)
+            b.call(pool, [body, bufs, nchunks, nthreads])
+        with otherwise:
+            b.call(span, ptrs + [ir.Constant(I64, 0), rows])
     if heap:
         free = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR]), "free")
         for p in heap:
