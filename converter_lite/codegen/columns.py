@@ -22,9 +22,9 @@ from llvmlite import ir
 from ..ir.core import Graph
 from .errors import UnsupportedOpError
 from .lower import StageEmitter
-from .reduce import REDUCERS, _pre, acc_dtype, combine, identity
+from .reduce import REDUCERS, _pre, acc_dtype, combine, identity, keepdims, reduce_axes
 from .scalar import SCALAR_EMITTERS
-from .schedule import CHUNKS
+from .schedule import CHUNKS, _ptrs
 from .stages import Buffer, KernelPlan
 from .threadpool import declare_pool
 from .types import (
@@ -59,14 +59,7 @@ def check_columns(graph: Graph, kernel: str = "") -> int:
 
 
 def _last_axis_reduction(node, rank: int) -> bool:
-    import numpy as np
-    if not node.attrs.get("keepdims", 1):
-        return False
-    axes = node.inputs[1].const if len(node.inputs) > 1 and node.inputs[1] is not None else node.attrs.get("axes")
-    if axes is None:
-        return False
-    axes = {int(a) % rank for a in np.asarray(axes).reshape(-1)}
-    return axes == {rank - 1}
+    return keepdims(node) and reduce_axes(node) == (rank - 1,)
 
 
 class _RowIndex:
@@ -138,10 +131,6 @@ class _Rows:
     def base(self, shape: tuple) -> ir.Value:
         got = self._base.get(shape)
         return got if got is not None else self._offset(shape)
-
-
-def _typed(b: ir.IRBuilder, table: ir.Value, ptypes: list) -> list:
-    return [b.bitcast(b.load(b.gep(table, [ir.Constant(I64, i)])), t) for i, t in enumerate(ptypes)]
 
 
 def lower_column_kernel(graph: Graph, sym: str, *, threshold: int = 1 << 15, kernel: str = "",
@@ -226,7 +215,7 @@ def lower_column_kernel(graph: Graph, sym: str, *, threshold: int = 1 << 15, ker
     first = bb.mul(chunk_i, chunk)
     last = bb.add(first, chunk)
     last = bb.select(bb.icmp_signed("<", last, nrows), last, nrows)
-    bb.call(fn, _typed(bb, table, ptypes) + [dims_t, first, last])
+    bb.call(fn, _ptrs(bb, plan, table) + [dims_t, first, last])
     bb.ret_void()
 
     entry = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR_PTR, I64]), sym)
@@ -255,6 +244,6 @@ def lower_column_kernel(graph: Graph, sym: str, *, threshold: int = 1 << 15, ker
             nchunks = eb.sdiv(eb.add(nrows, eb.sub(chunk, ir.Constant(I64, 1))), chunk)
             eb.call(pool, [body, tbl, nchunks, nthreads])
         with otherwise:
-            eb.call(fn, _typed(eb, tbl, ptypes) + [dims_e, ir.Constant(I64, 0), nrows])
+            eb.call(fn, _ptrs(eb, plan, tbl) + [dims_e, ir.Constant(I64, 0), nrows])
     eb.ret_void()
     return module

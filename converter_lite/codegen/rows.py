@@ -24,7 +24,7 @@ from ..ir.core import Graph
 from .errors import UnsupportedOpError
 from .loops import for_range
 from .lower import MapStage, emit_stages, plan_kernel
-from .schedule import CHUNKS, ROW_CHUNK_ELEMS
+from .schedule import CHUNKS, ROW_CHUNK_ELEMS, _ptrs
 from .threadpool import declare_pool
 from .types import BYTE_PTR, BYTE_PTR_PTR, I64, VOID, storage_type
 
@@ -68,10 +68,6 @@ def lower_row_kernel(graph: Graph, sym: str, nominal: int, *, threshold: int = 1
     # rows per stitched chunk: every stage runs on them in turn while they are in cache (schedule.py's form)
     stitch = max(1, ROW_CHUNK_ELEMS // max(max(mults, default=1), 1))
 
-    def ptrs_of(b, bufs):
-        return [b.bitcast(b.load(b.gep(bufs, [ir.Constant(I64, i)])), storage_type(buf.dtype).as_pointer())
-                for i, buf in enumerate(plan.buffers)]
-
     def word(b, bufs, i):
         return b.ptrtoint(b.load(b.gep(bufs, [ir.Constant(I64, i)])), I64)
 
@@ -102,7 +98,7 @@ def lower_row_kernel(graph: Graph, sym: str, nominal: int, *, threshold: int = 1
     lo = bb.mul(c, chunk)
     hi = bb.add(lo, chunk)
     hi = bb.select(bb.icmp_signed("<", hi, total), hi, total)
-    bb.call(span, ptrs_of(bb, bufs_b) + [lo, hi])
+    bb.call(span, _ptrs(bb, plan, bufs_b) + [lo, hi])
     bb.ret_void()
 
     entry = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR_PTR, I64]), sym)
@@ -122,7 +118,7 @@ def lower_row_kernel(graph: Graph, sym: str, nominal: int, *, threshold: int = 1
             p = b.call(malloc, [size])
             heap.append(p)
             b.store(p, b.gep(bufs, [ir.Constant(I64, t.slot)]))
-    ptrs = ptrs_of(b, bufs)
+    ptrs = _ptrs(b, plan, bufs)
     pool = declare_pool(module)
     per_row_work = sum(max(st.work // max(st.part_extent, 1), 1) * mult for st, mult in zip(plan.stages, mults))
     work = b.mul(rows, ir.Constant(I64, per_row_work))
