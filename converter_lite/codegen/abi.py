@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ..ir.core import Graph
+from .coalesce import coalesce_leading
 from .lower import KernelPlan, emit_stages, plan_kernel
 from .schedule import emit_chunk_bodies, emit_run
 from .threadpool import declare_pool
@@ -77,7 +78,7 @@ def lower_kernel(graph: Graph, sym: str, parallel: bool | None = None, *, thread
     parallel).  ``parallel=None`` decides by ``is_parallel(plan, threads, threshold)``; ``features``: the
     target's CPU features the code may use (``TargetSpec.usable``)."""
     module = ir.Module(name=sym)
-    plan = plan_kernel(graph)
+    plan = plan_kernel(coalesce_leading(graph))
     if parallel is None:
         parallel = is_parallel(plan, threads, threshold)
     stage_fns = emit_stages(module, plan, sym, kernel, features)
