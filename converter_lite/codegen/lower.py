@@ -47,7 +47,7 @@ from .reduce import (
     lowerable,
     reduce_axes,
 )
-from .reuse import plan_reuse
+from .reuse import plan_reuse, plan_stored_first
 from .scalar import SCALAR_EMITTERS, NoEmitterError, ScalarCall
 from .stages import FLAT_ALIGN, Buffer, KernelPlan, MapStage, storage_type_size  # noqa: F401
 from .types import (
@@ -142,6 +142,7 @@ def plan_kernel(graph: Graph) -> KernelPlan:
     for shape, items in groups.items():
         flat = all(_flat_ok(plan, v, _numel(shape)) for v, _ in items)
         plan.stages.append(MapStage(shape, items, flat))
+    plan_stored_first(plan, list(zip(graph.outputs, out_bufs)))
     plan_reuse(plan)
     return plan
 
@@ -511,6 +512,7 @@ def emit_stages(module: ir.Module, plan: KernelPlan, sym: str, kernel: str = "",
         em.b.branch(body)
         em.b.position_at_end(body)
         if isinstance(st, ReduceStage):
+            em.cached = st.cached
             emit_reduce(em, st, lo, hi)
         else:
             em.cached = st.cached

@@ -160,6 +160,7 @@ class ReduceStage:
     dst: object                                       # lower.Buffer
     acc: object | None = None
     spill: list = field(default_factory=list)        # [(value, buffer)] also stored per element (reuse.py)
+    cached: dict = field(default_factory=dict)       # values an earlier stage stored (reuse.py)
 
     @property
     def in_shape(self) -> tuple[int, ...]:

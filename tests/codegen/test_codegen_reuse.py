@@ -1,4 +1,5 @@
-"""Softmax-like kernels evaluate exp once (reuse.py) and divide by a row sum as one reciprocal per row."""
+"""Softmax-like kernels evaluate exp once (reuse.py) and divide by a row sum as one reciprocal per row; a
+kernel output that a reduction reads is evaluated once, by a map stage run first (magika's GELU-tanh)."""
 from __future__ import annotations
 
 import numpy as np
@@ -36,6 +37,48 @@ def _cheap(b, x):                                      # nothing expensive to sa
     return d / b.op("ReduceSum", d * d, _ax(b), keepdims=1)
 
 
+def _gelu_rows(b, x):                                 # magika: GELU-tanh, reshaped, summed over rows, squared
+    g = x * 0.5 * (b.op("Tanh", (x + x * x * x * 0.044715) * 0.7978846) + 1.0)
+    r = b.op("Reshape", g, b.const(np.array([1, 12, 40], np.int64)))
+    s = b.op("ReduceSum", r, b.const(np.array([1], np.int64)), keepdims=0)
+    return [r, s, r * r]
+
+
+def _gelu_rows_shape(b, x, shape):
+    g = x * 0.5 * (b.op("Tanh", (x + x * x * x * 0.044715) * 0.7978846) + 1.0)
+    r = b.op("Reshape", g, b.const(np.array(shape, np.int64)))
+    return [r, b.op("ReduceSum", r, b.const(np.array([1], np.int64)), keepdims=0), r * r]
+
+
+def _stored_then_reduced(b, x):                        # no reshape; the row sums divide the stored value
+    e = b.op("Exp", x * 0.5)
+    s = b.op("ReduceSum", e, _ax(b), keepdims=1)
+    return [e, s, e / s]
+
+
+def _exp_and_its_sum(b, x):                            # attention's exp(x - max) and its row sums, both returned
+    e = b.op("Exp", x - b.op("ReduceMax", x, _ax(b), keepdims=1))
+    return [e, b.op("ReduceSum", e, _ax(b), keepdims=1)]
+
+
+def _sum_feeds_the_output(b, x):                       # the output depends on the reduction: not moved
+    s = b.op("ReduceSum", b.op("Exp", x), _ax(b), keepdims=1)
+    return [b.op("Exp", x) + s]
+
+
+def _stage_kinds(graph):
+    plan = plan_kernel(graph)
+    return [(type(st).__name__, len(st.cached)) for st in plan.stages]
+
+
+def test_an_output_a_reduction_reads_is_stored_first():
+    assert _stage_kinds(make_graph("g", [(F32, (1, 48, 10))], _gelu_rows)) == \
+        [("MapStage", 0), ("ReduceStage", 1), ("MapStage", 1)]
+    kinds = _stage_kinds(make_graph("s", [(F32, (6, 40))], _stored_then_reduced))
+    assert kinds[0] == ("MapStage", 0) and ("ReduceStage", 1) in kinds
+    assert _stage_kinds(make_graph("n", [(F32, (6, 40))], _sum_feeds_the_output))[0][0] == "ReduceStage"
+
+
 def _spilled(graph):
     plan = plan_kernel(graph)
     return [(st.node.op, v.name) for st in plan.stages if isinstance(st, ReduceStage) for v, _ in st.spill]
@@ -61,6 +104,12 @@ CASES = [
     Case("r_two_outputs", make_graph("r_two_outputs", [(F32, (9, 40))], _two_outputs)),
     Case("r_cheap", make_graph("r_cheap", [(F32, (9, 40))], _cheap)),
     Case("r_empty_rows", make_graph("r_empty_rows", [(F32, (0, 16))], _softmax)),
+    Case("r_gelu_rows", make_graph("r_gelu_rows", [(F32, (1, 48, 10))], _gelu_rows)),
+    Case("r_gelu_rows_wide", make_graph("r_gelu_rows_wide", [(F32, (3, 96, 80))],
+                                        lambda b, x: _gelu_rows_shape(b, x, [3, 192, 40]))),
+    Case("r_stored_then_reduced", make_graph("r_stored_then_reduced", [(F32, (37, 70))], _stored_then_reduced)),
+    Case("r_exp_and_its_sum", make_graph("r_exp_and_its_sum", [(F32, (2, 4, 16, 64))], _exp_and_its_sum)),
+    Case("r_sum_feeds_the_output", make_graph("r_sum_feeds_the_output", [(F32, (9, 40))], _sum_feeds_the_output)),
 ]
 
 
@@ -70,7 +119,7 @@ def lib(tmp_path_factory):
 
 
 @pytest.mark.needs_cc
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("threads", [1, 2, 5])
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_reuse_matches_reference(lib, case, threads, rng):
     check_case(lib, case, rng, num_threads=threads)
