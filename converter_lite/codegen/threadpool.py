@@ -16,9 +16,9 @@ its chunks itself):
   a compare-and-swap of the whole word read before the job fields, so a claim succeeds only for the job whose
   fields it read (generations never repeat).
 * ``done`` counts finished chunks; the caller returns when it reaches nchunks.
-* Idle workers spin on ``seq`` (bumped per job) for POOL_SPINS pause instructions (~0.1 ms, enough to stay
-  awake between the kernels of one run), then sleep on it with futex(2); the caller wakes them only if some
-  sleep.  Workers (nthreads - 1 of them, created on first use) never exit.
+* Idle workers spin on ``seq`` (bumped per job) for SPIN_TICKS of the time-stamp counter (~1 ms, enough to
+  stay awake between the kernels of a run and between runs called back to back), then sleep on it with
+  futex(2); the caller wakes them only if some sleep.  Workers (nthreads - 1 of them, created on first use) never exit.
 * After fork() the child has no workers: the caller simply runs every chunk.
 Linux x86-64 only (futex syscall number, pause instruction), like the rest of the native code path.
 """
@@ -30,7 +30,13 @@ from .loops import for_range
 from .types import BYTE_PTR, BYTE_PTR_PTR, I32, I64, VOID
 
 POOL_SYMBOL = "cl_pool_parallel_for"
-POOL_SPINS = 4000             # pause instructions an idle worker spins before sleeping
+# time-stamp-counter ticks an idle worker spins (pause instructions) before it sleeps: ~0.6-1 ms at the 2-3.5 GHz
+# of the counter.  It was 4000 pauses (~0.1 ms here, where a pause takes 26 ns), and a worker that slept
+# between runs came back too late to help for many runs: on this 2-vCPU VM, after 50 ms idle, eight 2-thread runs
+# of a PP-LCNet classifier took the 1-thread time (4.0-4.3 ms against 2.2-2.9 warm), and the thread chooser,
+# seeing 2-thread runs that slow, kept the model on one thread (4.2 ms where onnxruntime takes 2.4).  Counting
+# ticks instead of pauses keeps the window the same on CPUs whose pause takes 10 ns or 140 cycles.
+SPIN_TICKS = 1 << 21
 WAIT_SPINS = 2000             # pause instructions the caller spins on unfinished chunks before each sched_yield
 MAX_WORKERS = 63
 SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129
@@ -98,22 +104,22 @@ def emit_pool(module: ir.Module) -> ir.Function:
     worker.linkage = "internal"
     b = ir.IRBuilder(worker.append_basic_block("entry"))
     last = b.alloca(I32)
-    spins = b.alloca(I32)
+    since = b.alloca(I64)
+    tsc = ir.Function(module, ir.FunctionType(I64, []), "llvm.readcyclecounter")
     b.store(b.trunc(b.ptrtoint(worker.args[0], I64), I32), last)
     outer, wait, spin, got = (worker.append_basic_block(n) for n in ("outer", "wait", "spin", "got"))
     b.branch(outer)
     b.position_at_end(outer)
-    b.store(c32(0), spins)
+    b.store(b.call(tsc, []), since)
     b.branch(wait)
     b.position_at_end(wait)
     s = b.load_atomic(G["seq"], "acquire", 4)
     b.cbranch(b.icmp_unsigned("!=", s, b.load(last)), got, spin)
     b.position_at_end(spin)
-    k = b.load(spins)
-    with b.if_else(b.icmp_unsigned("<", k, c32(POOL_SPINS))) as (then, other):
+    spun = b.sub(b.call(tsc, []), b.load(since))
+    with b.if_else(b.icmp_unsigned("<", spun, c64(SPIN_TICKS))) as (then, other):
         with then:
             b.call(pause, [])
-            b.store(b.add(k, c32(1)), spins)
         with other:
             b.atomic_rmw("add", G["sleepers"], c32(1), "seq_cst")
             futex(b, FUTEX_WAIT_PRIVATE, b.zext(b.load(last), I64))

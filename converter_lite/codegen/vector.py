@@ -1,6 +1,6 @@
 """Vector helpers shared by the hand-written native drivers (kernels/*/emit.py): 16-lane float32 vectors (one
 AVX-512 register; two AVX2 registers where the target lacks AVX-512), their intrinsics, splats, clamps, a
-register transpose, integer helpers and the epilogue-flag dispatch.  Emitting through them generates the same IR
+register transpose, integer helpers and the epilogue-flag dispatch (residual add, then a clamp or a gate).  Emitting through them generates the same IR
 as the drivers' own copies did."""
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from llvmlite import ir
 from .types import F32, I1, I32, I64, VOID
 
 VL = 16                            # lanes of the drivers' float32 vectors
-FLAG_CLAMP, FLAG_RESIDUAL = 1, 2   # the convolution microkernels' epilogue flags
+FLAG_CLAMP, FLAG_RESIDUAL, FLAG_GATE = 1, 2, 4   # the convolution microkernels' epilogue flags
+# the ``clamp`` word of the convolution drivers' records: what follows the residual add (kernels/conv_epilogue.py)
+MODE_NONE, MODE_CLAMP, MODE_GATE = 0, 1, 2
 FP = F32.as_pointer()
 VEC = ir.VectorType(F32, VL)
 VECP = VEC.as_pointer()
@@ -33,6 +35,27 @@ def clamp_lanes(b: ir.IRBuilder, v: ir.Value, lov: ir.Value, hiv: ir.Value) -> i
     """``v`` clamped to [lov, hiv] lane by lane, NaN staying NaN (ordered compares are false for it)."""
     v = b.select(b.fcmp_ordered("<", v, lov), lov, v)
     return b.select(b.fcmp_ordered(">", v, hiv), hiv, v)
+
+
+def gate_lanes(b: ir.IRBuilder, v: ir.Value, av: ir.Value, bv: ir.Value) -> ir.Value:
+    """``v * min(max(v * a + b, 0), 1)`` lane by lane (HardSwish with a = 1/6, b = 1/2); NaN stays NaN."""
+    zero, one = ir.Constant(VEC, [0.0] * VL), ir.Constant(VEC, [1.0] * VL)
+    return b.fmul(v, clamp_lanes(b, b.fadd(b.fmul(v, av), bv), zero, one))
+
+
+def _no_act(b, v, lov, hiv):
+    return v
+
+
+# the activations of the epilogue, by flag: (block name, flag, emit(b, v, lo_or_a, hi_or_b))
+ACTS = (("n", 0, _no_act), ("c", FLAG_CLAMP, clamp_lanes), ("g", FLAG_GATE, gate_lanes))
+
+
+def epilogue_flags(b: ir.IRBuilder, mode: ir.Value, has_res: ir.Value) -> ir.Value:
+    """The flags word of a driver record's ``clamp`` word (MODE_*) and residual presence."""
+    act = b.select(b.icmp_signed("==", mode, c64(MODE_CLAMP)), c64(FLAG_CLAMP),
+                   b.select(b.icmp_signed("==", mode, c64(MODE_GATE)), c64(FLAG_GATE), c64(0)))
+    return b.or_(act, b.select(has_res, c64(FLAG_RESIDUAL), c64(0)))
 
 
 def splat(b: ir.IRBuilder, s: ir.Value) -> ir.Value:
@@ -83,23 +106,26 @@ def vector_intrinsics(module: ir.Module):
 
 
 def flag_versions(fn: ir.Function, b: ir.IRBuilder, flags: ir.Value, emit) -> None:
-    """Branches from ``b`` on the epilogue ``flags`` (FLAG_RESIDUAL, FLAG_CLAMP) to one straight-line block per
-    combination, filled by ``emit(builder, residual_on, clamp_on, exit_block)`` (which ends it with a branch to
-    ``exit_block``), and leaves ``b`` at the exit block.  With the flags as selects instead, every output vector
-    paid a residual load, an add and a clamp even when they were off."""
+    """Branches from ``b`` on the epilogue ``flags`` (FLAG_RESIDUAL, and FLAG_CLAMP or FLAG_GATE) to one
+    straight-line block per combination, filled by ``emit(builder, residual_on, act, exit_block)`` (which applies
+    ``act(builder, v, lov, hiv)`` to each vector after the residual and ends with a branch to ``exit_block``),
+    and leaves ``b`` at the exit block.  With the flags as selects instead, every output vector paid a residual
+    load, an add and a clamp even when they were off."""
     exit_block = fn.append_basic_block("epi.exit")
     blocks = {}
     for res_on in (False, True):
-        for clamp_on in (False, True):
-            blk = blocks[res_on, clamp_on] = fn.append_basic_block(f"epi.r{int(res_on)}c{int(clamp_on)}")
-            emit(ir.IRBuilder(blk), res_on, clamp_on, exit_block)
+        for name, _, act in ACTS:
+            blk = blocks[res_on, name] = fn.append_basic_block(f"epi.r{int(res_on)}{name}")
+            emit(ir.IRBuilder(blk), res_on, act, exit_block)
     has_res = b.icmp_signed("!=", b.and_(flags, c64(FLAG_RESIDUAL)), c64(0))
-    do_clamp = b.icmp_signed("!=", b.and_(flags, c64(FLAG_CLAMP)), c64(0))
     with_res, no_res = fn.append_basic_block("epi.res"), fn.append_basic_block("epi.nores")
     b.cbranch(has_res, with_res, no_res)
     for blk, res_on in ((with_res, True), (no_res, False)):
         b.position_at_end(blk)
-        b.cbranch(do_clamp, blocks[res_on, True], blocks[res_on, False])
+        act = b.and_(flags, c64(FLAG_CLAMP | FLAG_GATE))
+        sw = b.switch(act, blocks[res_on, "n"])
+        for name, flag, _ in ACTS[1:]:
+            sw.add_case(c64(flag), blocks[res_on, name])
     b.position_at_end(exit_block)
 
 

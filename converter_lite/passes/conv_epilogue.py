@@ -3,10 +3,10 @@ and recorded in the graph the ``.ms`` stores.
 
 A fused kernel that reads a Conv's output and nothing computed after it, as an optional residual ``Add`` and
 then clamps (Relu, Max/Min with a constant, Clip with constant bounds: kernels/conv_epilogue.py
-``match_epilogue``), is folded into the Conv's driver call when the Conv recorded an epilogue-capable driver
+``match_epilogue``), or a gate (HardSwish), is folded into the Conv's driver call when the Conv recorded an epilogue-capable driver
 (``EPILOGUE`` in kernels/*/abi.py) and is the kernel's only reader.  The kernel node gets the attribute
 ``conv_epilogue`` = ``{"host": <Conv node>, "input": <position of the Conv's output>, "clamp": [lo, hi] or
-None, "residual": <position of the added value> or None}`` and the Conv moves right before it, so the runtime,
+None, "residual": <position of the added value> or None, "gate": [a, b] or None}`` and the Conv moves right before it, so the runtime,
 which reads the attribute and matches nothing, finds the two adjacent.  The kernel keeps its native code: where
 the Conv does not run on its driver (native code off) it runs as it is.
 """
@@ -47,10 +47,11 @@ def assign_conv_epilogues(graph: Graph) -> int:
         found = match_epilogue(sub, slots[0], residual_ok)
         if found is None:
             continue
-        clamp, residual = found
+        clamp, residual, gate = found
         kernel.attrs[EPILOGUE_ATTR] = {"host": conv.name, "input": slots[0],
                                        "clamp": None if clamp is None else [float(clamp[0]), float(clamp[1])],
-                                       "residual": residual}
+                                       "residual": residual,
+                                       "gate": None if gate is None else [float(gate[0]), float(gate[1])]}
         graph.nodes.remove(conv)
         graph.nodes.insert(graph.nodes.index(kernel), conv)
         count += 1

@@ -62,8 +62,8 @@ class Impl:
     ``nt`` threads; ``call(ins) -> outs`` computes fresh arrays (reference kernels, dynamic shapes).  ``inplace``: input positions whose
     storage output 0 may take over (elementwise only).  ``workspace``: scratch bytes needed by ``bind``.
     ``inputs`` overrides the node's inputs (value ids), e.g. a Conv reading the input of a Pad it absorbed.
-    ``epilogue(clamp, residual)``: given the fused kernel the converter recorded as this step's epilogue (its
-    clamp bounds and the value id of the residual it adds, or None), returns the value ids the step must read in
+    ``epilogue(clamp, residual, gate)``: given the fused kernel the converter recorded as this step's epilogue
+    (its clamp bounds, the value id of the residual it adds, its gate's (a, b), each or None), returns the value ids the step must read in
     addition now that it computes the kernel itself (its output then holds the kernel's), else None."""
     bind: Callable[[list, list, np.ndarray], Callable[[], Any]] | None = None
     call: Callable[[list], list] | None = None
@@ -299,7 +299,7 @@ class _Lowerer:
         if ins[spec["input"]] != own or self.uses.get(id(node.inputs[spec["input"]]), 0) != 1:
             return False
         residual = spec.get("residual")
-        extra = last.impl.epilogue(spec.get("clamp"), None if residual is None else ins[residual])
+        extra = last.impl.epilogue(spec.get("clamp"), None if residual is None else ins[residual], spec.get("gate"))
         if extra is None:
             return False
         last.inputs = tuple(last.inputs) + tuple(extra)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..conv_epilogue import EpilogueHook
-from ..native_call import aligned, call_driver, float_bits
+from ..native_call import aligned, call_driver
 from .abi import EXTRA, FIELDS, MAX_KW, MAX_WIDTH, SYMBOL, VL, ZERO_MARGIN
 
 _F = {name: i for i, name in enumerate(FIELDS)}
@@ -74,12 +74,11 @@ class DepthwiseConv(EpilogueHook):
     def bind(self, ins, outs, ws, nt=1):
         g, x, y = self.g, ins[0], outs[0]
         nt = max(1, min(nt, self.max_threads))
-        lo, hi = self.clamp or (0.0, 0.0)
         desc = np.zeros(len(FIELDS) + EXTRA, np.int64)
         vals = dict(n=g.n, c=g.c, h=g.h, w=g.w, oh=g.oh, ow=g.ow, kh=g.kh, kw=g.kw, sh=g.sh, sw=g.sw, dh=g.dh,
                     dw=g.dw, pt=g.pads[0], pl=g.pads[1], x=x.ctypes.data, y=y.ctypes.data, wt=self.wt.ctypes.data,
                     bias=self.bias.ctypes.data, residual=ins[-1].ctypes.data if self.residual else 0,
-                    clamp=int(self.clamp is not None), lo=float_bits(lo), hi=float_bits(hi))
+                    **self.epilogue_words())
         if self.coords is not None:
             vals.update(coords=self.coords.ctypes.data, nvec=len(self.coords), jlo=self.window[0],
                         jhi=self.window[1])

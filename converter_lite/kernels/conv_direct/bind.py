@@ -22,7 +22,7 @@ from ...model import pages
 from ..conv_epilogue import EpilogueHook
 from ..conv_pointwise.abi import SYMBOL as POINTWISE_SYMBOL
 from ..conv_pointwise.bind import PointwiseConv, pointwise_pays
-from ..native_call import aligned, call_driver, float_bits
+from ..native_call import aligned, call_driver
 from ..packing import shared
 from .abi import EXTRA, FIELDS, STRIDES, SYMBOL, VL
 
@@ -82,13 +82,12 @@ class DirectConv(EpilogueHook):
         if self.pad:
             xp = ws.ctypes.data
             xp += (-xp) % 64
-        lo, hi = self.clamp or (0.0, 0.0)
         desc = np.zeros(len(FIELDS) + EXTRA, np.int64)
         vals = dict(n=g.n, c=g.c, h=g.h, w=g.w, m=g.m, group=g.group, oh=g.oh, ow=g.ow, sh=g.sh, sw=g.sw,
                     pt=g.pads[0], pl=g.pads[1], hp=self.hp, wp=self.wp, pad=int(self.pad), x=x.ctypes.data, xp=xp,
                     y=y.ctypes.data, wpk=self.wpk.ctypes.data, bpk=self.bpk.ctypes.data, koff=self.koff.ctypes.data,
                     k=self.k, nblk=self.nblk, residual=ins[-1].ctypes.data if self.residual else 0,
-                    clamp=int(self.clamp is not None), lo=float_bits(lo), hi=float_bits(hi), wide=int(self.wide))
+                    **self.epilogue_words(), wide=int(self.wide))
         for name, v in vals.items():
             desc[_F[name]] = v
         return call_driver(self.address, desc, nt, (ins, y, ws, self.wpk, self.bpk, self.koff, desc))

@@ -42,8 +42,6 @@ from ...codegen.loops import for_range, loop_id
 from ...codegen.threadpool import BODY_TYPE, declare_pool
 from ...codegen.types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I32, I64, VOID
 from ...codegen.vector import (
-    FLAG_CLAMP,
-    FLAG_RESIDUAL,
     FP,
     I64P,
     VEC,
@@ -51,7 +49,7 @@ from ...codegen.vector import (
     VL,
     c64,
     cdiv,
-    clamp_lanes,
+    epilogue_flags,
     flag_versions,
     smin,
     splat,
@@ -107,7 +105,7 @@ def _store_rows(module: ir.Module) -> ir.Function:
 
     # the rows stay in registers (a channel loop passed them through the stack; with the flags as selects
     # this epilogue was 12% of a 16-channel 3x3 conv)
-    def emit(vb, res_on, clamp_on, done):
+    def emit(vb, res_on, act, done):
         for i, v in enumerate(rows):
             body = fn.append_basic_block(f"{vb.block.name}.ch{i}")
             vb.cbranch(vb.icmp_signed("<", c64(i), count), body, done)
@@ -117,8 +115,7 @@ def _store_rows(module: ir.Module) -> ir.Function:
                 rv = vb.call(mload, [vb.bitcast(vb.gep(res, [vb.mul(c64(i), ys)]), VECP), ir.Constant(I32, 4),
                                      mask, zero])
                 v = vb.fadd(v, rv)
-            if clamp_on:
-                v = clamp_lanes(vb, v, lov, hiv)
+            v = act(vb, v, lov, hiv)
             vb.call(mstore, [v, dst, ir.Constant(I32, 4), mask])
         vb.branch(done)
 
@@ -250,8 +247,7 @@ def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
     resi = f["residual"]
     has_res = b.icmp_unsigned("!=", resi, c64(0))
     koff = b.inttoptr(f["koff"], I64P)
-    flags = b.or_(b.select(b.icmp_signed("!=", f["clamp"], c64(0)), c64(FLAG_CLAMP), c64(0)),
-                  b.select(has_res, c64(FLAG_RESIDUAL), c64(0)))
+    flags = epilogue_flags(b, f["clamp"], has_res)
     lo = b.fptrunc(b.bitcast(f["lo"], F64), F32)
     hi = b.fptrunc(b.bitcast(f["hi"], F64), F32)
     sh, sw = f["sh"], f["sw"]

@@ -7,7 +7,7 @@ import numpy as np
 
 from ...model import pages
 from ..conv_epilogue import EpilogueHook
-from ..native_call import aligned, call_driver, float_bits
+from ..native_call import aligned, call_driver
 from ..packing import shared
 from .abi import EXTRA, FIELDS, MR
 
@@ -37,13 +37,11 @@ class PointwiseConv(EpilogueHook):
 
     def bind(self, ins, outs, ws, nt=1):
         g, x, y = self.g, ins[0], outs[0]
-        lo, hi = self.clamp or (0.0, 0.0)
         at = {name: i for i, name in enumerate(self.FIELDS)}
         desc = np.zeros(len(self.FIELDS) + self.EXTRA, np.int64)
         vals = dict(n=g.n, c=g.c, m=g.m, group=g.group, p=g.h * g.w, x=x.ctypes.data, y=y.ctypes.data,
                     wpk=self.wpk.ctypes.data, bpk=self.bpk.ctypes.data, nmb=self.nmb,
-                    residual=ins[-1].ctypes.data if self.residual else 0, clamp=int(self.clamp is not None),
-                    lo=float_bits(lo), hi=float_bits(hi), wide=int(self.wide))
+                    residual=ins[-1].ctypes.data if self.residual else 0, **self.epilogue_words(), wide=int(self.wide))
         for name, v in vals.items():
             desc[at[name]] = v
         return call_driver(self.address, desc, max(1, min(nt, self.max_threads)), (ins, y, self.wpk, self.bpk, desc))

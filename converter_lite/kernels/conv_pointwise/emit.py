@@ -33,15 +33,13 @@ from ...codegen.loops import for_range, loop_id
 from ...codegen.threadpool import BODY_TYPE, declare_pool
 from ...codegen.types import BYTE_PTR_PTR, F32, F64, I32, I64, VOID
 from ...codegen.vector import (
-    FLAG_CLAMP,
-    FLAG_RESIDUAL,
     FP,
     I64P,
     VEC,
     VECP,
     VL,
     cdiv,
-    clamp_lanes,
+    epilogue_flags,
     flag_versions,
     smin,
     splat,
@@ -109,7 +107,7 @@ def microkernel(module: ir.Module, mr: int, nv: int, masked: bool) -> ir.Functio
     b.position_at_end(done)
     lov, hiv = splat(b, lo), splat(b, hi)
 
-    def emit(eb, res_on, clamp_on, exit_block):
+    def emit(eb, res_on, act, exit_block):
         for i in range(mr):
             yrow, rrow = eb.gep(y, [eb.mul(c64(i), pp)]), eb.gep(res, [eb.mul(c64(i), pp)])
             for v in range(nv):
@@ -119,8 +117,7 @@ def microkernel(module: ir.Module, mr: int, nv: int, masked: bool) -> ir.Functio
                     rv = (eb.call(mload, [rptr, ir.Constant(I32, 4), masks[v], zero]) if masked
                           else eb.load(rptr, align=4))
                     val = eb.fadd(val, rv)
-                if clamp_on:
-                    val = clamp_lanes(eb, val, lov, hiv)
+                val = act(eb, val, lov, hiv)
                 dst = eb.bitcast(eb.gep(yrow, [c64(v * VL)]), VECP)
                 if masked:
                     eb.call(mstore, [val, dst, ir.Constant(I32, 4), masks[v]])
@@ -170,8 +167,7 @@ def _emit_body(module: ir.Module, table: ir.GlobalVariable) -> ir.Function:
     rg = b.select(has_res, b.gep(b.inttoptr(f["residual"], FP), [yoff]), yg)      # yg: never read
     wg = b.gep(b.inttoptr(f["wpk"], FP), [b.mul(b.mul(g, nmb), b.mul(cg, c64(MR)))])
     bg = b.gep(b.inttoptr(f["bpk"], FP), [b.mul(b.mul(g, nmb), c64(MR))])
-    flags = b.or_(b.select(b.icmp_signed("!=", f["clamp"], c64(0)), c64(FLAG_CLAMP), c64(0)),
-                  b.select(has_res, c64(FLAG_RESIDUAL), c64(0)))
+    flags = epilogue_flags(b, f["clamp"], has_res)
     lo = b.fptrunc(b.bitcast(f["lo"], F64), F32)
     hi = b.fptrunc(b.bitcast(f["hi"], F64), F32)
     tab = b.bitcast(table, MK_TYPE.as_pointer().as_pointer())

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..blas import gemm_entry
 from ..conv_epilogue import EpilogueHook
-from ..native_call import ENTRY, float_bits
+from ..native_call import ENTRY
 from ..runlist.bind import tag
 from .abi import CONV_SYMBOLS, FIELDS
 
@@ -85,6 +85,7 @@ def _round_m(mg: int, parts: int) -> int:
 class NativeConv(EpilogueHook):
     """A dense (not depthwise) Conv bound to the driver; ``geo`` is fast_conv's geometry (pads include any
     absorbed Pad)."""
+    GATE = False                    # its epilogue clamps only (emit.py)
 
     def __init__(self, geo, w: np.ndarray, bias, address: int, gemm, max_threads: int):
         self.g, self.address, self.gemm = geo, address, gemm
@@ -112,13 +113,12 @@ class NativeConv(EpilogueHook):
         scratch = ws.ctypes.data if self.slot_bytes else 0
         if scratch % 64:
             scratch += 64 - scratch % 64
-        lo, hi = self.clamp or (0.0, 0.0)
         vals = dict(n=g.n, c=g.c, h=g.h, w=g.w, m=g.m, group=g.group, kh=g.kh, kw=g.kw, sh=g.sh, sw=g.sw,
                     dh=g.dh, dw=g.dw, pt=g.pads[0], pl=g.pads[1], oh=g.oh, ow=g.ow, x=x.ctypes.data,
                     wt=self.w.ctypes.data, bias=0 if self.bias is None else self.bias.ctypes.data, y=y.ctypes.data,
                     residual=ins[-1].ctypes.data if self.residual else 0, scratch=scratch,
                     slot_bytes=self.slot_bytes, gemm=self.gemm.address, int64=int(self.gemm.int64),
-                    direct=int(self.direct), clamp=int(self.clamp is not None), lo=float_bits(lo), hi=float_bits(hi), cur=0,
+                    direct=int(self.direct), **self.epilogue_words(), cur=0,
                     nslots=nt, **tiling)
         for name, v in vals.items():
             desc[_F[name]] = v
