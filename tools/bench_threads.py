@@ -234,9 +234,19 @@ def machine_lines() -> list[str]:
             f"onnxruntime {onnxruntime.__version__}; Python {platform.python_version()}.", ""]
 
 
+def _thread_list(text: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(sorted({int(t) for t in text.split(",") if t.strip()}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of thread counts: {text!r}") from None
+    if not counts or counts[0] < 1:
+        raise argparse.ArgumentTypeError(f"thread counts must be >= 1: {text!r}")
+    return counts
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", default=",".join(map(str, THREADS)))
+    ap.add_argument("--threads", type=_thread_list, default=THREADS, help="comma-separated counts (1,2,4,8,16)")
     ap.add_argument("--shared-dir", default=SHARED_MODELS)
     ap.add_argument("--wild-dir", default=None)
     ap.add_argument("--only", default="")
@@ -246,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--fixed", action="store_true", help="also time ours with adaptive_threads=False")
     args = ap.parse_args(argv)
-    threads = tuple(sorted({int(t) for t in args.threads.split(",") if t.strip()}))
+    threads = args.threads
     only = {s.strip() for s in args.only.split(",") if s.strip()} or None
     budget = Budget(min_rounds=4, min_seconds=args.seconds, max_seconds=max(3.0, 4 * args.seconds),
                     floor_rounds=2, warmup=3, block=8, settle=0.06)

@@ -135,7 +135,10 @@ class ThreadChooser:
     samples and 1-thread ones not at all, so a median let transient bursts keep a model on one thread (bert_tiny
     after onnxruntime runs in the same process: 0.52 ms on 1 thread where 2 threads run it in 0.32 ms), while a
     core that stays busy slows every sample and still loses the low quantile.  Exploration: a burst of ``BURST``
-    runs of the other option, so the choice follows the machine's load; in between, one run of the best option in
+    runs of the other option, so the choice follows the machine's load (the first ``TRUST`` bursts of an option
+    come every ``EXPLORE`` runs whatever its level: its warm-up burst may have met a cold pool or another
+    library's threads still spinning, and a model whose 2-thread warm-up took 2.5x its steady time stayed on one
+    thread for hundreds of runs); in between, one run of the best option in
     ``SAMPLE`` is timed (a run not timed costs no lock), so the best option's level follows the load by itself.
     The bursts come every ``EXPLORE`` runs when the two levels are close, and further apart the more the other
     option is behind, so that the slower runs they cost stay near ``BUDGET`` of the time: ``BURST * gap /
@@ -145,7 +148,7 @@ class ThreadChooser:
     3 of them on one thread cost bert_base at 224 ms-scale runs (2 threads 65 ms, 1 thread 120 ms) 12-20% of its
     mean time and 2-13% of its median (the second core also takes a few runs to come back to speed after a
     1-thread burst).  Never more than ``num_threads`` threads."""
-    WARMUP, WINDOW, EXPLORE, SAMPLE, BURST = 3, 9, 32, 4, 3
+    WARMUP, WINDOW, EXPLORE, SAMPLE, BURST, TRUST = 3, 9, 32, 4, 3, 2
     MAX_EXPLORE, BUDGET, TAIL_SHARE = 1024, 0.02, 0.004
     QUANTILE = 0.25
 
@@ -160,6 +163,7 @@ class ThreadChooser:
         self._best = options[0]                        # lowest level (kept by record)
         self._burst: list[int] = []                    # the timed runs left of the current burst
         self._explore_at = self.EXPLORE                # the run that starts the next exploration
+        self._bursts = {o: 0 for o in options}         # exploration bursts each option has had
         self._lock = threading.Lock()
 
     def pick(self) -> int:
@@ -187,6 +191,7 @@ class ThreadChooser:
             if runs >= self._explore_at:
                 others = [o for o in self.options if o != best]
                 o = others[(runs // self.EXPLORE) % len(others)]
+                self._bursts[o] += 1
                 self._burst = [o] * (self.BURST - 1)
                 self._explore_at = runs + self.interval()
                 return o, False
@@ -195,6 +200,8 @@ class ThreadChooser:
     def interval(self) -> int:
         """Runs until the next exploration: ``EXPLORE`` .. ``MAX_EXPLORE``, longer the further the closest other
         option is behind the best (see the class doc)."""
+        if min(n for o, n in self._bursts.items() if o != self._best) < self.TRUST:
+            return self.EXPLORE
         best = self._level[self._best]
         other = min(v for o, v in self._level.items() if o != self._best)
         gap = other / best - 1.0 if best > 0 else 0.0

@@ -59,6 +59,22 @@ def test_chooser_warms_up_both_then_picks_the_faster():
     assert 1 in steady                                  # ... but the other is re-measured
 
 
+def test_chooser_recovers_from_a_slow_warm_up_within_a_hundred_runs():
+    """The 2-thread warm-up met a cold pool (or another library's spinning threads): 2.5x its steady time, slower
+    than 1 thread.  The next burst comes EXPLORE runs later, not hundreds, and finds it fast."""
+    c = threads.ThreadChooser((1, 2))
+    timed2 = 0
+    for run in range(100):
+        o, sample = c.choose()
+        if sample:
+            cost = 1.8
+            if o == 2:
+                timed2 += 1
+                cost = 4.5 if timed2 <= c.WARMUP else 1.0
+            c.record(o, cost)
+    assert c.best() == 2
+
+
 def test_chooser_follows_a_change_of_load():
     c = threads.ThreadChooser((1, 2))
     cost = {1: 3.0, 2: 1.0}
@@ -203,6 +219,8 @@ def test_chooser_explores_a_slower_option_the_less_often_the_slower_it_is(slow, 
     twice as slow is tried in at most TAIL_SHARE of the runs, so its runs stay out of the p99 (issue 18)."""
     starts, c = _switches({1: slow, 2: 1.0}, 3000)
     gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert gaps[:c.TRUST - 1] == [c.EXPLORE] * (c.TRUST - 1)     # the first bursts come soon, whatever the gap
+    gaps = gaps[c.TRUST - 1:]
     assert gaps and all(abs(g - apart) <= 1 for g in gaps), gaps
     assert c.best() == 2
     extra = (slow - 1.0) * c.BURST * len(starts) / 3000           # the time the bursts cost, as a fraction
