@@ -34,7 +34,7 @@ def measure(threads: int = 2, quick: bool = False) -> dict:
     import converter_lite
 
     # tiny models: blocks of 50 runs, so each block times one engine alone well past its thread spin-down
-    budget = QUICK if quick else Budget(min_seconds=2.0, max_seconds=8.0, block=50, settle=0.02)
+    budget = QUICK if quick else Budget(min_seconds=2.0, max_seconds=8.0, block=50, settle=0.08)
     out: dict = {}
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory(prefix="cl_bench_cf_") as tmp:

@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = args.threads
     only = {s.strip() for s in args.only.split(",") if s.strip()} or None
     budget = Budget(min_rounds=4, min_seconds=args.seconds, max_seconds=max(3.0, 4 * args.seconds),
-                    floor_rounds=2, warmup=3, block=8, settle=0.06)
+                    floor_rounds=2, warmup=3, block=8, settle=0.08)
     srcs = sources(args.shared_dir, args.wild_dir, only)
     head = machine_lines()
     results: list[Result] = []

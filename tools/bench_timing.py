@@ -10,7 +10,8 @@ converter_lite's 2-thread resnet_mini 2.7 ms alone, 4.1-4.9 ms in the eight runs
 3.4 ms when 50 ms pass in between.  No user runs two engines back to back, so each block starts with one
 untimed lead-in: runs of the engine, not timed, until ``settle`` seconds have passed since the block began (at
 least one run).  One untimed run was not enough: onnxruntime's idle intra-op threads keep spinning on a core for
-~30 ms after its last run (measured from their CPU time, conv_net and bert_tiny sessions), while
+~30-45 ms after its last run (measured from their CPU time, conv_net and bert_tiny sessions; 43 ms for the
+PP-LCNet orientation classifier at 2 threads, so ``settle`` is 80 ms), while
 converter_lite's pool spins ~0.1 ms, so the disturbance fell almost only on the engine after onnxruntime (our
 2-thread runs met a busy second core: conv_net 125 us or, when the scheduler preempted a pool worker for a
 time slice, 1.1 ms, against 80 us alone, and the thread chooser, which sees such runs, kept 1 thread).  The
@@ -40,7 +41,7 @@ class Budget:
     warmup: int = 3
     block: int = 4                     # consecutive runs of one engine per round
     pause: float = 0.0                 # idle seconds before each block (0: measured no clearer, see the doc)
-    settle: float = 0.04               # seconds of untimed runs that start each block (at least one run)
+    settle: float = 0.08               # seconds of untimed runs that start each block (at least one run)
 
 
 QUICK = Budget(min_rounds=3, min_seconds=0.0, max_seconds=2.0, floor_rounds=2, warmup=1, block=1, pause=0.0,

@@ -217,7 +217,7 @@ def table(directory: str | None = None, threads: int = 2, only: set[str] | None 
     models = [m for m in available(directory) if not only or m.name in only]
     if not models:
         return [f"(no real models in {directory}: run `make wild-models`)"]
-    budget = QUICK if quick else Budget(min_seconds=1.5, max_seconds=6.0, block=20, settle=0.02)
+    budget = QUICK if quick else Budget(min_seconds=1.5, max_seconds=6.0, block=20, settle=0.08)
     with tempfile.TemporaryDirectory(prefix="cl_wild_run_") as work:
         rows = []
         for m in models:
