@@ -23,6 +23,7 @@ from ..registry import register_pass
 from . import (  # noqa: F401  (registration)
     arith,
     batch_norm,
+    conv_transpose,
     depthwise_conv,
     einsum,
     gelu,
