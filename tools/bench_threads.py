@@ -230,8 +230,9 @@ def machine_lines() -> list[str]:
     except OSError:
         pass
     load = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
-    return [f"Machine: {cpu}, {os.cpu_count()} logical CPUs; load average {load[0]:.2f} at the start; "
-            f"onnxruntime {onnxruntime.__version__}; Python {platform.python_version()}.", ""]
+    line = (f"Machine: {cpu}, {os.cpu_count()} logical CPUs; load average {load[0]:.2f} at the start; "
+            f"onnxruntime {onnxruntime.__version__}; Python {platform.python_version()}.")
+    return [line, ""]
 
 
 def _thread_list(text: str) -> tuple[int, ...]:

@@ -26,6 +26,7 @@ from .reduce import SPECIAL, ReduceStage
 from .scalar import SCALAR_EMITTERS
 from .stages import MapStage
 
+INLINE = frozenset(SCALAR_EMITTERS) | frozenset(INDEX_MAPS)     # ops a stage evaluates inline
 # ops costly enough (polynomials, divisions) that a store and a load are cheaper than evaluating them again
 EXPENSIVE = frozenset({"Exp", "Log", "Tanh", "Sigmoid", "Erf", "Pow", "Sin", "Cos", "Softplus", "Softsign",
                        "Gelu", "Elu", "Selu", "Celu", "Mish", "HardSwish", "Atan", "Asin", "Acos", "Sinh",
@@ -49,9 +50,10 @@ def plan_stored_first(plan, outputs: list[tuple[Value, object]]) -> None:
         early = []
         for src, ob in st.items:
             v = by_buf.get(id(ob))
-            if v is None or tuple(v.shape) != tuple(ob.shape) or _inline_reaches(plan, src, lambda u: id(u) in reduced):
+            if v is None or tuple(v.shape) != tuple(ob.shape) or \
+                    _reaches(plan, src, lambda u: id(u) in reduced, INLINE):
                 continue
-            if any(_inline_reaches(plan, r.node.inputs[0], lambda u, v=v: u is v) for r in reductions):
+            if any(_reaches(plan, r.node.inputs[0], lambda u, v=v: u is v, INLINE) for r in reductions):
                 early.append((src, ob))
         if not early:
             order.append(st)
@@ -68,25 +70,6 @@ def plan_stored_first(plan, outputs: list[tuple[Value, object]]) -> None:
         for st in order[k + 1:]:
             st.cached.update({id(v): ob for v, ob in stored})
     plan.stages[:] = order
-
-
-def _inline_reaches(plan, root: Value, pred) -> bool:
-    """Whether a value satisfying ``pred`` is evaluated inline in ``root``'s element expression (through
-    elementwise ops and index maps, not crossing buffers or constants)."""
-    stack, seen = [root], set()
-    while stack:
-        u = stack.pop()
-        if id(u) in seen:
-            continue
-        seen.add(id(u))
-        if pred(u):
-            return True
-        node = u.producer
-        if id(u) in plan.value_buf or u.const is not None or node is None or \
-                (node.op not in SCALAR_EMITTERS and node.op not in INDEX_MAPS):
-            continue
-        stack.extend(i for i in node.inputs if i is not None)
-    return False
 
 
 def plan_reuse(plan) -> None:
@@ -115,8 +98,9 @@ def plan_reuse(plan) -> None:
             return
 
 
-def _reaches(plan, root: Value, pred) -> bool:
-    """Whether a value satisfying ``pred`` is in the element expression of ``root`` (not crossing buffers)."""
+def _reaches(plan, root: Value, pred, through=SCALAR_EMITTERS) -> bool:
+    """Whether a value satisfying ``pred`` is in the element expression of ``root``, walking through the ops in
+    ``through`` (elementwise ones by default; ``INLINE`` adds index maps), not crossing buffers or constants."""
     stack, seen = [root], set()
     while stack:
         u = stack.pop()
@@ -126,7 +110,7 @@ def _reaches(plan, root: Value, pred) -> bool:
         if pred(u):
             return True
         node = u.producer
-        if id(u) in plan.value_buf or u.const is not None or node is None or node.op not in SCALAR_EMITTERS:
+        if id(u) in plan.value_buf or u.const is not None or node is None or node.op not in through:
             continue
         stack.extend(i for i in node.inputs if i is not None)
     return False
