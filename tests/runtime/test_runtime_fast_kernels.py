@@ -375,3 +375,22 @@ def test_pad_rewrites_its_padding_every_run(rng, pads):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_global_average_pool_shapes(rng, shape, dtype):
     run_case("GlobalAveragePool", [arr(rng, *shape, dtype=dtype, specials=True)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,c,m,hw,k,bias", [(1, 16, 8, (10, 12), (2, 2), True), (2, 5, 3, (3, 7), (3, 2), False),
+                                             (1, 4, 4, (6, 6), (4, 4), True)])
+def test_conv_transpose_kernel_equal_to_stride(rng, dtype, n, c, m, hw, k, bias):
+    x = arr(rng, n, c, *hw, dtype=dtype, specials=True)
+    w = arr(rng, c, m, *k, dtype=dtype)
+    ins = [x, w] + ([arr(rng, m, dtype=dtype)] if bias else [])
+    run_case("ConvTranspose", ins, {"kernel_shape": list(k), "strides": list(k)}, consts=(1, 2), exact=False)
+
+
+@pytest.mark.parametrize("attrs", [{"kernel_shape": [3, 3], "strides": [2, 2]},
+                                   {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [1, 1, 0, 0]},
+                                   {"kernel_shape": [2, 2], "strides": [2, 2], "output_padding": [1, 1]}])
+def test_other_conv_transposes_take_the_reference_kernel(rng, attrs):
+    ins = [arr(rng, 1, 4, 5, 5), arr(rng, 4, 3, *attrs["kernel_shape"])]
+    plan = run_case("ConvTranspose", ins, attrs, consts=(1,), exact=False, fast=False)
+    assert all(s.impl.bind is None for s in plan.program.steps)

@@ -100,3 +100,50 @@ def _impl(ctx: NodeCtx, addr, kh: int, kw: int) -> Impl:
         run.tiles = gemm.tiles                          # (what the step runs, for tests and tools)
         return run
     return Impl(bind=bind, workspace=p_bytes + y_bytes)
+
+
+def conv_transpose_patches(ctx: NodeCtx) -> Impl | None:
+    """ConvTranspose whose kernel equals its stride (2x2/stride-2 upsampling), the mirror of the patch Conv: every
+    output pixel gets exactly one tap, so ``Z[n] = Wt @ X[n]`` (``Wt = W.reshape(C, M*kh*kw).T``, made
+    contiguous at load; ``X[n]`` read in place as ``[C, H*W]``) holds every value and one strided copy puts
+    ``Z[n, (m, a, b), i, j]`` at ``Y[n, m, i*kh + a, j*kw + b]``, then the bias is added.  The reference kernel
+    scattered windows (2.2 ms for the PP-OCRv4 detector's first one, where this takes a GEMM and a copy).  The
+    converter expands these nodes when shapes are static (passes/expand/conv_transpose.py); this runs them in
+    the plans of models with dynamic dims.  None (the reference kernel) for any other ConvTranspose."""
+    x, w, y = ctx.value(0), ctx.value(1), ctx.out()
+    if x is None or w is None or len(x.shape) != 4 or len(w.shape) != 4 or ctx.const(1) is None:
+        return None
+    if x.dtype not in FLOATS or w.dtype != x.dtype or y.dtype != x.dtype or len(ctx.outs) != 1:
+        return None
+    bias = ctx.const(2) if ctx.value(2) is not None else None
+    if ctx.value(2) is not None and (bias is None or bias.dtype != x.dtype or bias.shape != (w.shape[1],)):
+        return None
+    a = ctx.attrs
+    n, c, h, wd = x.shape
+    m, kh, kw = w.shape[1:]
+    if w.shape[0] != c or int(a.get("group", 1)) != 1 or a.get("output_shape") \
+            or any(int(p) for p in a.get("output_padding", ()) or ()) \
+            or any(int(p) for p in a.get("pads", (0, 0, 0, 0)) or ()) \
+            or any(int(d) != 1 for d in a.get("dilations", (1, 1)) or ()) \
+            or tuple(int(s) for s in a.get("strides", (1, 1)) or (1, 1)) != (kh, kw) \
+            or a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID", b"NOTSET", b"VALID") \
+            or tuple(y.shape) != (n, m, h * kh, wd * kw):
+        return None
+    wt = np.ascontiguousarray(ctx.const(1).reshape(c, m * kh * kw).T)
+    z_bytes = -(-n * m * kh * kw * h * wd * x.dtype.itemsize // ALIGN) * ALIGN
+    b4 = None if bias is None else bias.reshape(1, m, 1, 1)
+
+    def bind(ins, outs, ws, nt=1):
+        xin, out = ins[0], outs[0]
+        z = ws[:z_bytes].view(x.dtype)[:n * m * kh * kw * h * wd].reshape(n, m * kh * kw, h * wd)
+        src = z.reshape(n, m, kh, kw, h, wd).transpose(0, 1, 4, 2, 5, 3)
+        dst = out.reshape(n, m, h, kh, wd, kw)
+        xs = xin.reshape(n, c, h * wd)
+
+        def run():
+            np.matmul(wt, xs, out=z)
+            np.copyto(dst, src)
+            if b4 is not None:
+                np.add(out, b4, out=out)
+        return run
+    return Impl(bind=bind, workspace=z_bytes)

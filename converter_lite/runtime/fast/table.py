@@ -12,7 +12,7 @@ tests in tests/runtime compare every entry with its reference kernel.
 * elementwise (``out=`` numpy ufuncs, in place when the planner allows): the unary/binary tables below,
   Clip, Where, Sigmoid, Erf;
 * Softmax, LayerNormalization (norm.py), MatMul/Gemm (linalg.py), Conv (conv.py; patch
-  embeddings, kernel = stride, as one GEMM in patch.py), pooling
+  embeddings, kernel = stride, as one GEMM in patch.py, and ConvTranspose with kernel = stride there too), pooling
   (pooling.py, MaxPool in maxpool.py) and Pad (pad.py), Resize (nearest)/DepthToSpace/
   SpaceToDepth/Tile as precomputed gathers (gather.py).
 * copies of strided views whose trailing axes are contiguous (Transpose keeping them, Slice/Split parts, Pad's
@@ -33,7 +33,7 @@ from .conv import CONV_FAST
 from .gather import GATHER_FAST
 from .linalg import LINALG_FAST
 from .norm import NORM_FAST
-from .patch import patch_conv
+from .patch import conv_transpose_patches, patch_conv
 from .pooling import POOL_FAST
 from .resize import linear_resize
 from .runs import run_copy
@@ -370,6 +370,6 @@ FAST = {
     **{op: _binary(fn) for op, fn in BINARY.items()},
     **{op: _compare(fn) for op, fn in COMPARE.items()},
     **NORM_FAST, **LINALG_FAST, **CONV_FAST, **POOL_FAST, **GATHER_FAST,
-    "Conv": patch_conv(CONV_FAST["Conv"]),
+    "Conv": patch_conv(CONV_FAST["Conv"]), "ConvTranspose": conv_transpose_patches,
     "Resize": lambda ctx: linear_resize(ctx) or GATHER_FAST["Resize"](ctx),
 }
