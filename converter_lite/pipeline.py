@@ -8,6 +8,7 @@ config file's ``[graph_kernel_param]`` flags, MS_DEV_DUMP_GRAPH_KERNEL_IR=on dum
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -20,6 +21,7 @@ from .config import (
     load_config_file,
     load_fusion_switch_file,
     parse_flags,
+    parse_quant_sections,
     resolve_flags,
 )
 from .errors import RET_INPUT_PARAM_INVALID, RET_NOT_SUPPORT, ConverterError
@@ -50,17 +52,19 @@ def build_config(config_file: str | None = None, *, graph_kernel_flags: str | No
                  env: dict | None = None, dump_dir: str = ".") -> GraphKernelConfig:
     """Resolves the flag string in force (API flags > env > config file) into a GraphKernelConfig."""
     env = os.environ if env is None else env
-    file_flags = None
+    file_flags, weight_quant = None, None
     if config_file is not None:
         file_flags, sections = load_config_file(config_file)
         check_sections(sections, config_file)
+        weight_quant = parse_quant_sections(sections, config_file)
     text = resolve_flags(file_flags, env.get("MS_DEV_GRAPH_KERNEL_FLAGS"))
     if graph_kernel_flags:
         text = graph_kernel_flags
     fusion_switch = load_fusion_switch_file(fusion_switch_file) if fusion_switch_file else None
-    return parse_flags(text, default_opt_level=2 if enable_graph_kernel else 0,
-                       dump_ir=env.get("MS_DEV_DUMP_GRAPH_KERNEL_IR", "") == "on", dump_dir=dump_dir,
-                       fusion_switch=fusion_switch)
+    cfg = parse_flags(text, default_opt_level=2 if enable_graph_kernel else 0,
+                      dump_ir=env.get("MS_DEV_DUMP_GRAPH_KERNEL_IR", "") == "on", dump_dir=dump_dir,
+                      fusion_switch=fusion_switch)
+    return dataclasses.replace(cfg, weight_quant=weight_quant) if weight_quant is not None else cfg
 
 
 def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, optimize: str = "general",
@@ -87,6 +91,9 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
         raise ConverterError(RET_NOT_SUPPORT,
                              f"--optimize={optimize} targets a {optimize.split('_')[0].upper()} device; "
                              "converter_lite builds for the CPU only (use --optimize=general)")
+    if fp16 and config.weight_quant is not None:
+        raise ConverterError(RET_INPUT_PARAM_INVALID, "--fp16=on and [common_quant_param] quant_type=WEIGHT_QUANT "
+                                                      "both choose how weights are stored: use one of them")
     if isinstance(input_shape, str):
         input_shape = parse_input_shapes(input_shape)
     input_values = parse_input_values(input_value) if input_value else None
@@ -118,6 +125,12 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
     if fp16:
         from .passes.fp16_weights import store_weights_as_fp16
         stats["fp16_weights"] = store_weights_as_fp16(graph)
+    quantized, quant_rows = None, []
+    if config.weight_quant is not None:
+        from .passes.weight_quant import quantize_weights
+        quantized, quant_rows = quantize_weights(graph, config.weight_quant)
+        stats["weight_quant"] = len(quant_rows)
+        log.info("weight quantization: %d weights to %d bits", len(quant_rows), config.weight_quant.bit_num)
 
     t0 = time.perf_counter()
     metadata = {
@@ -130,7 +143,9 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
         "fp16_weights": fp16,
         "input_format": input_format,
     }
-    if embed_source and not fp16 and graph.metadata.get("dynamic_inputs"):
+    if config.weight_quant is not None:
+        metadata["weight_quant"] = {"bit_num": config.weight_quant.bit_num, "weights": len(quant_rows)}
+    if embed_source and not fp16 and config.weight_quant is None and graph.metadata.get("dynamic_inputs"):
         # the runtime re-specializes the model for other shapes of the dynamic dims from this (runtime/respecialize.py);
         # not with fp16 weights, whose point is a small file (the source holds them in float32)
         from .frontend.onnx_import import source_bytes
@@ -138,7 +153,12 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
         metadata["reconvert"] = {"config": config_to_json(config), "optimize": optimize, "fp16": fp16,
                                  "input_value": input_values}
     _make_output_dir(out_path)
-    save_model(out_path, graph, metadata, artifacts or None)
+    save_model(out_path, graph, metadata, artifacts or None, quantized=quantized)
+    if quant_rows and config.weight_quant.debug_info_save_path:
+        from .passes.weight_quant import write_report
+        stem = os.path.splitext(os.path.basename(out_path))[0]
+        log.info("weight quantization report: %s",
+                 write_report(quant_rows, config.weight_quant.debug_info_save_path, stem))
     timings["save"] = time.perf_counter() - t0
     return ConvertResult(out_path, graph, config, stats, timings)
 

@@ -64,9 +64,11 @@ class LoadedModel:
 
 
 def save_model(path: str | os.PathLike, graph: Graph, metadata: Mapping[str, Any] | None = None,
-               sections: Mapping[str, bytes | bytearray | memoryview] | None = None) -> str:
+               sections: Mapping[str, bytes | bytearray | memoryview] | None = None,
+               quantized: dict | None = None) -> str:
     """Writes ``graph`` + ``metadata`` (JSON-able) + named byte ``sections`` to ``path`` atomically.
 
+    ``quantized``: {id(constant array): QuantizedWeight} of weights to store quantized (model/quantized.py).
     Returns the path written.  Raises ConverterError if the graph holds something that cannot be stored
     or the file cannot be written; in either case no file is left behind.
     """
@@ -74,7 +76,7 @@ def save_model(path: str | os.PathLike, graph: Graph, metadata: Mapping[str, Any
     meta = dict(metadata or {})
     meta.setdefault("converter_version", _converter_version())
     try:
-        weights = WeightsWriter()
+        weights = WeightsWriter(quantized)
         graph_obj = encode_graph(graph, weights)
         blobs = _collect_sections(weights, sections or {})
         header = {"metadata": meta, "graph": graph_obj,

@@ -15,6 +15,9 @@ does); a tuple or list becomes a JSON list (decoded as a tuple); everything else
 ``{"$": tag, ...}``: ``"array"`` (a tensor ref), ``"graph"`` (a nested encoded graph), ``"dict"`` (string keys),
 ``"scalar"`` (a numpy scalar: dtype + value).
 
+A weight stored quantized (``[common_quant_param] quant_type=WEIGHT_QUANT``) is ``{"dtype": float dtype, "shape":
+[...], "quant": {"bits": int, "axis": int, "q": <int8/int16 tensor ref>, "scale": <float32 tensor ref>}}``,
+dequantized at load (model/quantized.py).
 A tensor ref is ``{"dtype": numpy dtype str, "shape": [...], "offset": int, "nbytes": int}`` into the weights
 blob, where each tensor starts on a 64-byte boundary so that loading can view it in place (np.frombuffer over a
 memory map, no copy).  String tensors (dtype object) are stored inline as ``{"dtype": "str", "shape": [...],
@@ -28,6 +31,7 @@ import numpy as np
 
 from ..ir.core import KINDS, Graph, Node, TensorType, Value
 from ..ir.dtype import DType
+from .quantized import dequantize, storage_dtype
 
 ALIGN = 64
 _TAG = "$"
@@ -42,17 +46,26 @@ def align_up(n: int, alignment: int = ALIGN) -> int:
 
 
 class WeightsWriter:
-    """Collects tensors into one blob, each 64-byte aligned; identical array objects are stored once."""
+    """Collects tensors into one blob, each 64-byte aligned; identical array objects are stored once.
+    ``quantized`` maps ``id(array)`` to the QuantizedWeight (model/quantized.py) that array is the dequantized
+    form of: such an array is stored as its integers and scales."""
 
-    def __init__(self) -> None:
+    def __init__(self, quantized: dict | None = None) -> None:
         self.chunks: list[tuple[int, np.ndarray]] = []   # (offset in blob, little-endian contiguous data)
         self.size = 0
         self._seen: dict[int, tuple[np.ndarray, dict]] = {}
+        self.quantized = quantized or {}
 
     def add(self, array: np.ndarray) -> dict:
         hit = self._seen.get(id(array))
         if hit is not None and hit[0] is array:
             return hit[1]
+        qw = self.quantized.get(id(array))
+        if qw is not None:
+            ref = {"dtype": np.dtype(qw.dtype).newbyteorder("<").str, "shape": list(np.shape(array)),
+                   "quant": {"bits": qw.bits, "axis": qw.axis, "q": self.add(qw.q), "scale": self.add(qw.scale)}}
+            self._seen[id(array)] = (array, ref)
+            return ref
         a = np.asarray(array)
         if a.dtype == object or a.dtype.kind in "US":
             ref = {"dtype": "str", "shape": list(a.shape), "items": [str(x) for x in a.reshape(-1)]}
@@ -70,10 +83,13 @@ class WeightsWriter:
 
 
 def read_tensor(ref: dict, blob: memoryview | bytes, blob_size: int) -> np.ndarray:
-    """The array a tensor ref describes, viewing ``blob`` in place (read-only when the blob is)."""
+    """The array a tensor ref describes, viewing ``blob`` in place (read-only when the blob is); a quantized
+    weight (``"quant"``) is dequantized into a new array."""
     shape = tuple(int(d) for d in ref["shape"])
     if any(d < 0 for d in shape):
         raise CodecError(f"negative dimension in tensor shape {list(shape)}")
+    if "quant" in ref:
+        return _read_quantized(ref, shape, blob, blob_size)
     if ref["dtype"] == "str":
         items = ref["items"]
         arr = np.empty(len(items), dtype=object)
@@ -94,6 +110,21 @@ def read_tensor(ref: dict, blob: memoryview | bytes, blob_size: int) -> np.ndarr
     if not dtype.isnative:      # big-endian host: one copy into native order
         arr = arr.astype(dtype.newbyteorder("="))
     return arr
+
+
+def _read_quantized(ref: dict, shape: tuple, blob, blob_size: int) -> np.ndarray:
+    quant = ref["quant"]
+    try:
+        bits, axis = int(quant["bits"]), int(quant["axis"])
+        q, scale = read_tensor(quant["q"], blob, blob_size), read_tensor(quant["scale"], blob, blob_size)
+        dtype = np.dtype(ref["dtype"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise CodecError(f"bad quantized tensor ref: {e}") from None
+    if q.shape != shape or not 1 <= bits <= 16 or q.dtype != storage_dtype(bits) or dtype.kind != "f" \
+            or not -len(shape) <= axis < len(shape) or scale.shape != (shape[axis],):
+        raise CodecError(f"quantized tensor of shape {list(shape)}: q {list(q.shape)} {q.dtype}, "
+                         f"{bits} bits, axis {axis}, scales {list(scale.shape)} do not agree")
+    return dequantize(q, scale, axis, dtype.newbyteorder("="))
 
 
 # -- encoding ------------------------------------------------------------------------------------------------

@@ -1,0 +1,99 @@
+"""``[common_quant_param] quant_type=WEIGHT_QUANT``: weights stored with ``bit_num`` bits, one scale per output
+channel (MindSpore's weight quantization).
+
+The weights of Conv, ConvTranspose, MatMul, Gemm and Gather (embedding tables) are quantized per channel
+(model/quantized.py): the output channels of a Conv (axis 0; axis 1 of a ConvTranspose's weight), the output
+columns of a MatMul/Gemm weight, the rows of an embedding table.  A weight with fewer than
+``min_quant_weight_size`` elements or ``min_quant_weight_channel`` channels, or read by a node named in
+``skip_quant_node``, stays float.  The constant then holds the dequantized values, so the graph computes what the
+loaded model will, and the ``.ms`` stores the integers and scales (``quantized``, for model/format.py
+``save_model``); the loader dequantizes once.  Runs after the graph-kernel optimizer, on the weights the runtime
+reads (Conv+BatchNorm already folded).
+
+``quantize_weights`` returns the map for ``save_model`` and one report row per weight (node, weight, shape, bits,
+axis, max |error|, cosine with the float weight), which ``debug_info_save_path`` writes as CSV.
+"""
+from __future__ import annotations
+
+import csv
+import os
+
+import numpy as np
+
+from ..config import WeightQuantConfig
+from ..ir.core import Graph, Node
+from ..model.quantized import quantize
+
+REPORT_FIELDS = ("node", "weight", "shape", "bits", "axis", "max_abs_error", "cosine")
+
+
+def _weight_slots(node: Node) -> list[tuple[int, int]]:
+    """(input position, channel axis) of ``node``'s weights that may be quantized."""
+    ins = node.inputs
+    const = [i < len(ins) and ins[i] is not None and ins[i].const is not None for i in range(3)]
+    if node.op == "Conv" and const[1]:
+        return [(1, 0)]
+    if node.op == "ConvTranspose" and const[1]:
+        return [(1, 1 if int(node.attrs.get("group", 1)) == 1 else 0)]
+    if node.op == "MatMul":
+        if const[1] and ins[1].const.ndim >= 2:
+            return [(1, -1)]
+        if const[0] and ins[0].const.ndim >= 2:
+            return [(0, -2)]
+    if node.op == "Gemm" and const[1] and ins[1].const.ndim == 2:
+        return [(1, 0 if node.attrs.get("transB", 0) else 1)]
+    if node.op == "Gather" and const[0] and ins[0].const.ndim == 2 and int(node.attrs.get("axis", 0)) == 0:
+        return [(0, 0)]
+    return []
+
+
+def _skipped(node: Node, skip: frozenset[str]) -> bool:
+    return node.name in skip or any(s in skip for s in node.attrs.get("source_nodes", ()) or ())
+
+
+def quantize_weights(graph: Graph, cfg: WeightQuantConfig) -> tuple[dict, list[dict]]:
+    """Quantizes ``graph``'s weights in place (see the module doc); returns ({id(array): QuantizedWeight},
+    report rows)."""
+    quantized: dict[int, object] = {}
+    done: set[int] = set()
+    rows: list[dict] = []
+    skip = frozenset(cfg.skip_quant_node)
+    for g in graph.all_graphs():
+        for node in g.nodes:
+            if _skipped(node, skip):
+                continue
+            for pos, axis in _weight_slots(node):
+                v = node.inputs[pos]
+                w = v.const
+                if id(v) in done or w.dtype.kind != "f" or w.size < max(1, cfg.min_quant_weight_size) \
+                        or w.shape[axis] < cfg.min_quant_weight_channel:
+                    continue
+                done.add(id(v))
+                qw = quantize(w, cfg.bit_num, axis)
+                deq = qw.dequantize()
+                rows.append(_report(node, v.name, w, deq, cfg.bit_num, qw.axis))
+                v.const = deq
+                quantized[id(deq)] = qw
+    return quantized, rows
+
+
+def _report(node: Node, name: str, w: np.ndarray, deq: np.ndarray, bits: int, axis: int) -> dict:
+    a, b = w.astype(np.float64).reshape(-1), deq.astype(np.float64).reshape(-1)
+    denom = float(np.linalg.norm(a) * np.linalg.norm(b))
+    cosine = float(a @ b / denom) if denom > 0 else 1.0
+    return {"node": node.name, "weight": name, "shape": "x".join(map(str, w.shape)), "bits": bits, "axis": axis,
+            "max_abs_error": float(np.abs(a - b).max()) if a.size else 0.0, "cosine": cosine}
+
+
+def write_report(rows: list[dict], directory: str, model_name: str) -> str:
+    """Writes the rows as ``<directory>/<model_name>_weight_quant.csv`` (atomically); returns the path."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{model_name}_weight_quant.csv")
+    tmp = path + ".part"
+    with open(tmp, "w", newline="") as f:
+        out = csv.DictWriter(f, fieldnames=REPORT_FIELDS)
+        out.writeheader()
+        for r in rows:
+            out.writerow({**r, "max_abs_error": f"{r['max_abs_error']:.6g}", "cosine": f"{r['cosine']:.8f}"})
+    os.replace(tmp, path)
+    return path
