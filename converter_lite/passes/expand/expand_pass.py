@@ -29,6 +29,7 @@ from . import (  # noqa: F401  (registration)
     gelu,
     norm,
     pooling,
+    quantize,
     reduce,
     relu,
     resize,
