@@ -1,5 +1,9 @@
-"""QuantizeLinear / DequantizeLinear -> elementwise ops, so that a QDQ model's activation quantization fuses into
-kernels (the QDQ form onnxruntime's ``quantize_static`` writes: every activation goes through a Q->DQ pair).
+"""Quantized ONNX ops -> float ops the optimizer fuses and the native drivers run.
+
+QuantizeLinear / DequantizeLinear become elementwise ops, so that a QDQ model's activation quantization fuses
+into kernels (the QDQ form onnxruntime's ``quantize_static`` writes: every activation goes through a Q->DQ
+pair).  QLinearConv / QLinearMatMul (the QOperator form) become a float Conv/MatMul on zero-point-shifted
+values with dequantized constant weights, then an elementwise requantization (section at the end).
 
     QuantizeLinear:   y = Cast(Min(Max(Where(IsNaN(t), 0, t), qmin), qmax)),  t = Round(x / scale) + zero_point
     DequantizeLinear: y = (Cast(x, float) - zero_point) * scale
@@ -97,3 +101,88 @@ def expand_dequantize_linear(b: GraphBuilder, node: Node) -> list:
     if zp is not None and np.any(zp):
         t = b.op("Sub", t, _param(b, zp, rank, axis, n, out.np, "zero point"))
     return [b.op("Mul", t, _param(b, scale, rank, axis, n, out.np, "scale"))]
+
+
+# -- QOperator form: QLinearConv / QLinearMatMul ------------------------------------------------------------------
+# The integer products run as float32 Conv/MatMul on the native drivers, with the zero points subtracted first
+# (exact: int8 differences are exact floats) and the weights dequantized to float constants at conversion; the
+# requantization is elementwise.  A float32 sum of more than 2**24 / 127**2 ~ 1000 products may round where the
+# reference (float64) does not, so a requantized output can differ by one step at an exact tie.
+INT8 = (DType.int8, DType.uint8)
+
+
+def _int8_const(node: Node, i: int, what: str) -> np.ndarray | None:
+    v = const_input(node, i)
+    if v is not None and DType.from_np(v.dtype) not in INT8:
+        raise Declined(f"{what} of type {v.dtype}")
+    return v
+
+
+def _shift(b: GraphBuilder, x, zp, shape_to) -> object:
+    """float32(x) - zp, with a per-tensor or per-channel zero point already shaped by ``shape_to``."""
+    xf = b.op("Cast", x, to=int(DType.float32))
+    if zp is None or not np.any(zp):
+        return xf
+    return b.op("Sub", xf, b.const(shape_to(np.asarray(zp, np.float32))))
+
+
+def _requantize(b: GraphBuilder, acc, multiplier: np.ndarray, y_zp: np.ndarray | None, out: DType):
+    """saturate(round(acc * multiplier) + y_zp) as ``out``."""
+    t = b.op("Round", b.op("Mul", acc, b.const(multiplier.astype(np.float32))))
+    if y_zp is not None and np.any(y_zp):
+        t = b.op("Add", t, b.const(np.asarray(y_zp, np.float32).reshape(())))
+    info = np.iinfo(out.np)
+    t = b.op("Min", b.op("Max", t, b.const(np.float32(info.min))), b.const(np.float32(info.max)))
+    return b.op("Cast", t, to=int(out))
+
+
+@expander("QLinearConv")
+def expand_qlinear_conv(b: GraphBuilder, node: Node) -> list:
+    x = input_value(b, node, 0)
+    if x.dtype not in INT8 or x.shape is None:
+        raise Declined(f"input {x.dtype.name}")
+    xs, xz = const_input(node, 1), _int8_const(node, 2, "x zero point")
+    w, ws, wz = _int8_const(node, 3, "weight"), const_input(node, 4), _int8_const(node, 5, "w zero point")
+    ys, yz = const_input(node, 6), _int8_const(node, 7, "y zero point")
+    bias = const_input(node, 8)
+    if w is None or any(p is None for p in (xs, ws, ys)):
+        raise Declined("missing weight or scale")
+    if xz is not None and np.size(xz) != 1 or np.size(xs) != 1 or np.size(ys) != 1:
+        raise Declined("per-channel activation parameters")
+    m, nsp = w.shape[0], w.ndim - 2
+    per_channel = (lambda p: p.reshape((-1,) + (1,) * (w.ndim - 1))) if np.size(wz if wz is not None else 0) > 1 \
+        else (lambda p: p.reshape(()))
+    wf = w.astype(np.float32) - (0 if wz is None else per_channel(np.asarray(wz, np.float32)))
+    ins = [_shift(b, x, xz, lambda p: p.reshape(())), b.const(np.ascontiguousarray(wf))]
+    if bias is not None:
+        if np.abs(np.asarray(bias, np.int64)).max(initial=0) >= 2 ** 24:
+            raise Declined("bias beyond float32's exact integers")
+        ins.append(b.const(np.asarray(bias, np.float32).reshape(m)))
+    attrs = {k: v for k, v in node.attrs.items() if k in ("auto_pad", "dilations", "group", "kernel_shape", "pads",
+                                                             "strides")}
+    acc = b.op("Conv", *ins, **attrs)
+    wsf = np.asarray(ws, np.float32)
+    mult = np.float32(np.asarray(xs, np.float32).reshape(())) * \
+        (wsf.reshape((-1,) + (1,) * nsp) if wsf.size > 1 else wsf.reshape(())) / np.asarray(ys, np.float32).reshape(())
+    return [_requantize(b, acc, np.asarray(mult, np.float32), yz, node.outputs[0].dtype)]
+
+
+@expander("QLinearMatMul")
+def expand_qlinear_matmul(b: GraphBuilder, node: Node) -> list:
+    a = input_value(b, node, 0)
+    if a.dtype not in INT8 or a.shape is None or len(a.shape) < 2:
+        raise Declined(f"input {a.dtype.name}")
+    sa, za = const_input(node, 1), _int8_const(node, 2, "a zero point")
+    w, sb, zb = _int8_const(node, 3, "b"), const_input(node, 4), _int8_const(node, 5, "b zero point")
+    ys, yz = const_input(node, 6), _int8_const(node, 7, "y zero point")
+    if w is None or any(p is None for p in (sa, sb, ys)) or w.ndim != 2 or np.size(ys) != 1:
+        raise Declined("non-constant or non-2-D b, or missing scales")
+    if np.size(sa) != 1 or (za is not None and np.size(za) != 1):
+        raise Declined("per-row a parameters")
+    col = (lambda p: p.reshape(-1)) if max(np.size(sb), np.size(zb if zb is not None else 0)) > 1 \
+        else (lambda p: p.reshape(()))
+    wf = w.astype(np.float32) - (0 if zb is None else col(np.asarray(zb, np.float32)))
+    acc = b.op("MatMul", _shift(b, a, za, lambda p: p.reshape(())), b.const(np.ascontiguousarray(wf)))
+    mult = np.float32(np.asarray(sa, np.float32).reshape(())) * col(np.asarray(sb, np.float32)) / \
+        np.asarray(ys, np.float32).reshape(())
+    return [_requantize(b, acc, np.asarray(mult, np.float32), yz, node.outputs[0].dtype)]

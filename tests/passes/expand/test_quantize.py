@@ -113,3 +113,63 @@ def test_a_qdq_model_from_onnxruntime_runs_fused(tmp_path, rng):
     got = np.asarray(list(converter_lite.load(ms).run({"x": x}).values())[0], np.float64).reshape(-1)
     want = np.asarray(run_ort(onnx.load(qdq), {"x": x})[0], np.float64).reshape(-1)
     assert got @ want / np.linalg.norm(got) / np.linalg.norm(want) >= 0.999
+
+
+def test_qoperator_model_from_onnxruntime_runs_on_float_kernels(tmp_path, rng):
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    src = os.path.join(ROOT, "models", "conv_net.onnx")
+    shape = [d.dim_value for d in onnx.load(src).graph.input[0].type.tensor_type.shape.dim]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.data = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.data, None)
+
+    qop = tmp_path / "qop.onnx"
+    # Conv only: the com.microsoft QLinearAdd/QLinearGlobalAveragePool/QGemm it writes otherwise are not supported
+    quantize_static(src, str(qop), Reader(), quant_format=QuantFormat.QOperator, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, op_types_to_quantize=["Conv"])
+    kinds = {n.op_type for n in onnx.load(qop).graph.node}
+    assert "QLinearConv" in kinds
+    ms = converter_lite.convert(str(qop), str(tmp_path / "q"), graph_kernel_flags="--opt_level=2")
+    ops = {n.op for n in load_model(ms).graph.nodes}
+    assert "Conv" in ops and not ops & {"QLinearConv", "QLinearMatMul", "QuantizeLinear"}, ops
+    x = rng.standard_normal(shape).astype(np.float32)
+    got = np.asarray(list(converter_lite.load(ms).run({"x": x}).values())[0], np.float64).reshape(-1)
+    want = np.asarray(run_ort(onnx.load(qop), {"x": x})[0], np.float64).reshape(-1)
+    assert got @ want / np.linalg.norm(got) / np.linalg.norm(want) >= 0.999
+
+
+@pytest.mark.parametrize("op", ["QLinearConv", "QLinearMatMul"])
+def test_qlinear_ops_match_the_reference_within_one_step(tmp_path, rng, op):
+    if op == "QLinearConv":
+        x = rng.integers(0, 256, (1, 8, 9, 10)).astype(np.uint8)
+        w = rng.integers(-127, 128, (12, 8, 3, 3)).astype(np.int8)
+        inits = {"xs": np.float32(0.02), "xz": np.uint8(120), "w": w,
+                 "ws": np.linspace(0.001, 0.01, 12).astype(np.float32), "wz": np.zeros(12, np.int8),
+                 "ys": np.float32(0.05), "yz": np.uint8(128), "bias": rng.integers(-500, 500, 12).astype(np.int32)}
+        node = oh.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"], ["y"],
+                            pads=[1, 1, 1, 1], strides=[1, 2])
+        xshape = list(x.shape)
+    else:
+        x = rng.integers(0, 256, (2, 7, 24)).astype(np.uint8)
+        w = rng.integers(-127, 128, (24, 16)).astype(np.int8)
+        inits = {"xs": np.float32(0.02), "xz": np.uint8(100), "w": w,
+                 "ws": np.linspace(0.001, 0.01, 16).astype(np.float32), "wz": np.zeros(16, np.int8),
+                 "ys": np.float32(0.1), "yz": np.uint8(128)}
+        node = oh.make_node("QLinearMatMul", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"])
+        xshape = list(x.shape)
+    model = make_model([node], [tensor_info("x", np.uint8, xshape)], [tensor_info("y", np.uint8, None)],
+                       initializers=inits)
+    onnx.save(model, tmp_path / "m.onnx")
+    ref = converter_lite.convert(str(tmp_path / "m.onnx"), str(tmp_path / "r"), graph_kernel_flags="--opt_level=0")
+    ms = converter_lite.convert(str(tmp_path / "m.onnx"), str(tmp_path / "m"), graph_kernel_flags="--opt_level=2")
+    assert op not in {n.op for n in load_model(ms).graph.nodes}
+    assert op in {n.op for n in load_model(ref).graph.nodes}
+    want = converter_lite.load(ref).run({"x": x})["y"].astype(np.int32)
+    got = converter_lite.load(ms).run({"x": x})["y"].astype(np.int32)
+    assert np.abs(got - want).max() <= 1 and np.mean(got != want) < 0.01
+    np.testing.assert_array_equal(want, run_ort(model, {"x": x})[0].astype(np.int32))
