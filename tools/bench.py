@@ -251,6 +251,12 @@ def _dynamic(threads: int, quick: bool) -> list[str]:
     return _section("dynamic-shape section", lambda: bench_dynamic.lines(bench_dynamic.measure(threads, quick)))
 
 
+def _quant(threads: int, quick: bool) -> list[str]:
+    """The quantization section (tools/bench_quant.py)."""
+    from . import bench_quant
+    return _section("quantization section", lambda: bench_quant.lines(bench_quant.measure(threads, quick)))
+
+
 def _wild(threads: int, quick: bool) -> list[str]:
     """The real-model table (tools/wild_models.py) when `make wild-models` fetched them, else a one-line note."""
     from . import wild_models
@@ -350,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     wild = _wild(args.threads, args.quick) if not only else []
     api = _api(args.threads, args.quick) if args.micro and not only else []
     dynamic = _dynamic(args.threads, args.quick) if not only else []
+    quant = _quant(args.threads, args.quick) if not only else []
     table = table_lines(results, with_openvino)
     summary = summary_lines(results)
     targets = target_lines([r for r in results if r.group != "zoo"], TRANSFORMERS)
@@ -368,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         text = results_markdown(table, summary, micro_lines(micro, shape, args.threads),
                                 machine_lines(args.threads, extra, load_at_start),
                                 method_lines(args, budget, with_openvino), targets, conversion, control_flow,
-                                wild, api, dynamic)
+                                wild, api, dynamic, quant)
         write_text(out, text)
         print(f"wrote {out}")
     return 1 if any(r.error for r in results) else 0

@@ -236,7 +236,7 @@ def loadavg() -> str:
 def results_markdown(table: list[str], summary: list[str], micro: list[str], machine: list[str],
                      method: list[str], targets: list[str] = (), conversion: list[str] = (),
                      control_flow: list[str] = (), wild: list[str] = (), api: list[str] = (),
-                     dynamic: list[str] = ()) -> str:
+                     dynamic: list[str] = (), quant: list[str] = ()) -> str:
     parts = ["# `make bench` results", "",
              ("Written by `python -m tools.bench` (`make bench`); numbers from one run on the "
              "machine below.  Latencies in ms: median (p90)."), "",
@@ -249,5 +249,6 @@ def results_markdown(table: list[str], summary: list[str], micro: list[str], mac
              *(["## Control flow (issue 16)", *control_flow, ""] if control_flow else []),
              *(["## Real models from public wheels (issue 16, `make wild-models`)", *wild, ""] if wild else []),
              *(["## Dynamic shapes: converted once, run at each shape (issue 17)", *dynamic, ""] if dynamic else []),
+             *(["## Quantization (issue 19)", *quant, ""] if quant else []),
              "## Method", *method, ""]
     return "\n".join(parts)
