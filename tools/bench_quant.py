@@ -82,7 +82,12 @@ def weight_quant(threads: int, budget: Budget, work: str) -> list[dict]:
 
 def qdq(threads: int, budget: Budget, work: str) -> list[dict]:
     import onnx
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
 
     import converter_lite
 

@@ -70,7 +70,8 @@ def test_eight_bit_file_and_outputs(tmp_path, model, limit):
     ref = list(converter_lite.load(f).run(feeds).values())[0]
     got = list(converter_lite.load(q).run(feeds).values())[0]
     assert _cosine(ref, got) >= 0.999
-    rows = list(csv.DictReader(open(tmp_path / "dbg" / "q_weight_quant.csv")))
+    with open(tmp_path / "dbg" / "q_weight_quant.csv") as f:
+        rows = list(csv.DictReader(f))
     assert rows and all(float(r["cosine"]) > 0.9999 and r["bits"] == "8" for r in rows)
     assert load_model(q).metadata["weight_quant"] == {"bit_num": 8, "weights": len(rows)}
 
@@ -97,7 +98,10 @@ def test_thresholds_and_skip_list(tmp_path):
         q = _convert(tmp_path, CONV_NET, f"q{len(os.listdir(tmp_path))}", lines + [f"debug_info_save_path={tmp_path}"])
         stem = os.path.splitext(os.path.basename(q))[0]
         path = tmp_path / f"{stem}_weight_quant.csv"
-        return {r["node"] for r in csv.DictReader(open(path))} if path.exists() else set()
+        if not path.exists():
+            return set()
+        with open(path) as f:
+            return {r["node"] for r in csv.DictReader(f)}
 
     every = quantized_names(["min_quant_weight_channel=1"])
     assert len(every) >= 5                                            # the Convs and the Gemm

@@ -91,7 +91,12 @@ def test_blocked_quantization_keeps_the_reference_kernel(tmp_path, rng):
 
 
 def test_a_qdq_model_from_onnxruntime_runs_fused(tmp_path, rng):
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
 
     src = os.path.join(ROOT, "models", "conv_net.onnx")
     shape = [d.dim_value for d in onnx.load(src).graph.input[0].type.tensor_type.shape.dim]
@@ -116,7 +121,12 @@ def test_a_qdq_model_from_onnxruntime_runs_fused(tmp_path, rng):
 
 
 def test_qoperator_model_from_onnxruntime_runs_on_float_kernels(tmp_path, rng):
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
 
     src = os.path.join(ROOT, "models", "conv_net.onnx")
     shape = [d.dim_value for d in onnx.load(src).graph.input[0].type.tensor_type.shape.dim]
