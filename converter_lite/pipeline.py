@@ -21,11 +21,11 @@ from .config import (
     load_config_file,
     load_fusion_switch_file,
     parse_flags,
-    parse_quant_sections,
     resolve_flags,
 )
 from .errors import RET_INPUT_PARAM_INVALID, RET_NOT_SUPPORT, ConverterError
 from .ir.core import Graph
+from .quant_config import parse_quant_sections
 from .version import __version__
 
 log = logging.getLogger("converter_lite")

@@ -32,18 +32,14 @@ TARGET = 64             # merge until the partition axis has at least this many 
 
 def coalesce_leading(graph: Graph, target: int = TARGET) -> Graph:
     """``graph`` with its leading axes merged (see the module doc), or ``graph`` itself when nothing merges."""
-    k = _merge_count(graph, target)
+    values = graph.values()
+    k = _merge_count(graph, values, target)
     if k < 2:
         return graph
-    return _rewrite(graph, k)
+    return _rewrite(graph, k, max(len(v.shape) for v in values))
 
 
-def _values(graph: Graph) -> list[Value]:
-    return graph.values()
-
-
-def _merge_count(graph: Graph, target: int) -> int:
-    values = _values(graph)
+def _merge_count(graph: Graph, values: list[Value], target: int) -> int:
     if any(v.type is None or not v.type.is_tensor or v.shape is None for v in values):
         return 0
     rank = max((len(v.shape) for v in values), default=0)
@@ -85,8 +81,7 @@ def _merge_count(graph: Graph, target: int) -> int:
     return k if k >= 2 and math.prod(full[:k]) > full[big[0]] else 0
 
 
-def _rewrite(graph: Graph, k: int) -> Graph:
-    rank = max(len(v.shape) for v in _values(graph))
+def _rewrite(graph: Graph, k: int, rank: int) -> Graph:
     keep = rank - k                                     # axes after the merged one
 
     def new_shape(shape: tuple[int, ...]) -> tuple[int, ...]:

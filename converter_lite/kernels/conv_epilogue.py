@@ -126,7 +126,7 @@ def _gate(nodes, x, out) -> tuple[float, float] | None:
         return (float(chain[0].attrs.get("alpha", HARD_SIGMOID[0])), float(chain[0].attrs.get("beta", HARD_SIGMOID[1])))
     a, b = 1.0, 0.0                          # cur = a * x + b before the clamps
     lo = hi = None
-    s, t = 1.0, 0.0                          # g = s * clamp(cur) + t after them
+    s = 1.0                                  # g = s * clamp(cur) after them
     cur = x
     for n in chain:
         if len(n.outputs) != 1 or cur not in n.inputs:
@@ -142,8 +142,8 @@ def _gate(nodes, x, out) -> tuple[float, float] | None:
             if nb is None:
                 return None
             lo, hi = nb
-        elif s == 1.0 and t == 0.0 and _bound(n, cur, lo, hi) is not None:
-            lo, hi = _bound(n, cur, lo, hi)
+        elif s == 1.0 and (nb := _bound(n, cur, lo, hi)) is not None:
+            lo, hi = nb
         else:
             affine = _affine(n, cur)
             if affine is None or affine[1] != 0.0:

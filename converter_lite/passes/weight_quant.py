@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from ..config import WeightQuantConfig
+from ..quant_config import WeightQuantConfig
 from ..ir.core import Graph, Node
 from ..model.quantized import quantize
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import converter_lite
-from converter_lite.config import WeightQuantConfig
+from converter_lite.quant_config import WeightQuantConfig
 from converter_lite.model.format import load_model
 from converter_lite.model.quantized import dequantize, quantize
 

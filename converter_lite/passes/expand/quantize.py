@@ -60,12 +60,15 @@ def _geometry(node: Node, x) -> tuple[int, int]:
     return axis, int(x.shape[axis])
 
 
+def _operands(b: GraphBuilder, node: Node):
+    """(x, scale, zero point, output dtype) of a QuantizeLinear/DequantizeLinear node; scale and zero point
+    constant (Declined otherwise)."""
+    return input_value(b, node, 0), const_input(node, 1), const_input(node, 2), node.outputs[0].dtype
+
+
 @expander("QuantizeLinear")
 def expand_quantize_linear(b: GraphBuilder, node: Node) -> list:
-    x = input_value(b, node, 0)
-    scale = const_input(node, 1)
-    zp = const_input(node, 2)
-    out = node.outputs[0].dtype
+    x, scale, zp, out = _operands(b, node)
     if out not in QUANT_TYPES:
         raise Declined(f"output {out.name}")
     if x.dtype not in FLOAT_TYPES or DType.from_np(scale.dtype) not in FLOAT_TYPES:
@@ -87,10 +90,7 @@ def expand_quantize_linear(b: GraphBuilder, node: Node) -> list:
 
 @expander("DequantizeLinear")
 def expand_dequantize_linear(b: GraphBuilder, node: Node) -> list:
-    x = input_value(b, node, 0)
-    scale = const_input(node, 1)
-    zp = const_input(node, 2)
-    out = node.outputs[0].dtype
+    x, scale, zp, out = _operands(b, node)
     if out not in FLOAT_TYPES or DType.from_np(scale.dtype) is not out:
         raise Declined(f"output {out.name} with a {scale.dtype} scale")
     if x.dtype not in QUANT_TYPES and not (x.dtype is DType.int32 and (zp is None or not np.any(zp))):

@@ -90,13 +90,10 @@ def test_blocked_quantization_keeps_the_reference_kernel(tmp_path, rng):
     np.testing.assert_array_equal(converter_lite.load(ms).run({"x": x})["y"], run_ort(model, {"x": x})[0])
 
 
-def test_a_qdq_model_from_onnxruntime_runs_fused(tmp_path, rng):
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
+def _ort_quantized(path, rng, fmt, **kw):
+    """conv_net quantized by onnxruntime's quantize_static in format ``fmt`` (4 seeded calibration inputs):
+    (the file written, the input shape)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantType, quantize_static
 
     src = os.path.join(ROOT, "models", "conv_net.onnx")
     shape = [d.dim_value for d in onnx.load(src).graph.input[0].type.tensor_type.shape.dim]
@@ -108,9 +105,15 @@ def test_a_qdq_model_from_onnxruntime_runs_fused(tmp_path, rng):
         def get_next(self):
             return next(self.data, None)
 
-    qdq = tmp_path / "qdq.onnx"
-    quantize_static(src, str(qdq), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    quantize_static(src, str(path), Reader(), quant_format=fmt, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, **kw)
+    return path, shape
+
+
+def test_a_qdq_model_from_onnxruntime_runs_fused(tmp_path, rng):
+    from onnxruntime.quantization import QuantFormat
+
+    qdq, shape = _ort_quantized(tmp_path / "qdq.onnx", rng, QuantFormat.QDQ)
     ms = converter_lite.convert(str(qdq), str(tmp_path / "q"), graph_kernel_flags="--opt_level=2")
     ops = [n.op for n in load_model(ms).graph.nodes]
     assert "QuantizeLinear" not in ops and "DequantizeLinear" not in ops, ops
@@ -121,27 +124,10 @@ def test_a_qdq_model_from_onnxruntime_runs_fused(tmp_path, rng):
 
 
 def test_qoperator_model_from_onnxruntime_runs_on_float_kernels(tmp_path, rng):
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
+    from onnxruntime.quantization import QuantFormat
 
-    src = os.path.join(ROOT, "models", "conv_net.onnx")
-    shape = [d.dim_value for d in onnx.load(src).graph.input[0].type.tensor_type.shape.dim]
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.data = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)])
-
-        def get_next(self):
-            return next(self.data, None)
-
-    qop = tmp_path / "qop.onnx"
     # Conv only: the com.microsoft QLinearAdd/QLinearGlobalAveragePool/QGemm it writes otherwise are not supported
-    quantize_static(src, str(qop), Reader(), quant_format=QuantFormat.QOperator, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, op_types_to_quantize=["Conv"])
+    qop, shape = _ort_quantized(tmp_path / "qop.onnx", rng, QuantFormat.QOperator, op_types_to_quantize=["Conv"])
     kinds = {n.op_type for n in onnx.load(qop).graph.node}
     assert "QLinearConv" in kinds
     ms = converter_lite.convert(str(qop), str(tmp_path / "q"), graph_kernel_flags="--opt_level=2")
