@@ -7,7 +7,7 @@
     kernels/<driver>/bind.py   numpy + ctypes: weight packing, the record, the bound call the runtime's plan runs
 
 Drivers: runlist (the plan's step runner), gemm (tile driver + native sgemm), conv_tiles (im2col + BLAS),
-conv_direct, conv_pointwise, conv_depthwise, resize_linear.  Shared by the binders: native_call.py (aligned
+conv_direct, conv_pointwise, conv_depthwise, resize_linear, resize_nearest.  Shared by the binders: native_call.py (aligned
 buffers, record words, the bound call), conv_epilogue.py (residual Add + clamps in a convolution's epilogue),
 blas.py (numpy's CBLAS entry points).  The converter records each node's drivers (passes/select_drivers.py), the
 build links those (codegen.build_kernels ``drivers``), the runtime binds a node only to its recorded drivers.

@@ -15,7 +15,8 @@ from types import ModuleType
 from ..errors import RET_ERROR, ConverterError
 
 DRIVERS_ATTR = "native_drivers"     # node attribute: the driver symbols the converter recorded for the node
-NAMES = ("runlist", "gemm", "conv_tiles", "conv_direct", "conv_pointwise", "conv_depthwise", "resize_linear")
+NAMES = ("runlist", "gemm", "conv_tiles", "conv_direct", "conv_pointwise", "conv_depthwise", "resize_linear",
+         "resize_nearest")
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from .linalg import LINALG_FAST
 from .norm import NORM_FAST
 from .patch import conv_transpose_patches, patch_conv
 from .pooling import POOL_FAST
-from .resize import linear_resize
+from .resize import linear_resize, nearest_resize
 from .runs import run_copy
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -371,5 +371,5 @@ FAST = {
     **{op: _compare(fn) for op, fn in COMPARE.items()},
     **NORM_FAST, **LINALG_FAST, **CONV_FAST, **POOL_FAST, **GATHER_FAST,
     "Conv": patch_conv(CONV_FAST["Conv"]), "ConvTranspose": conv_transpose_patches,
-    "Resize": lambda ctx: linear_resize(ctx) or GATHER_FAST["Resize"](ctx),
+    "Resize": lambda ctx: linear_resize(ctx) or nearest_resize(ctx) or GATHER_FAST["Resize"](ctx),
 }
