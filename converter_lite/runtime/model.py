@@ -97,9 +97,9 @@ class Model:
             self._plain = None if any(t.dtype is DType.string or not t.is_tensor for t in self.input_types) else \
                 [(n, np.dtype(t.dtype.np)) for n, t in zip(self.input_names, self.input_types)]
             self._last: tuple | None = None          # (input shapes, plan) of the last fully checked run
-            self._shape_plans = ShapePlans(loaded.graph, dynamic, lambda g: Plan(
+            self._shape_plans = ShapePlans(loaded.graph, dynamic, lambda g, shared: Plan(
                 g, resolve, num_threads=num_threads, adaptive=adaptive_threads,
-                max_loop_iterations=max_loop_iterations))
+                max_loop_iterations=max_loop_iterations, shared=shared))
         self._reshaper = Reshaper.of(loaded, {v.name: v.type.shape for v in loaded.graph.inputs},
                                      lambda p: Model(load_model(p), num_threads, native, adaptive_threads,
                                                      trust_native_code, toolchain, max_loop_iterations),

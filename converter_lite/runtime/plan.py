@@ -45,6 +45,7 @@ from ..ir.core import Graph, Node
 from ..kernels.runlist.abi import RUN_SYMBOL
 from ..kernels.runlist.bind import batch
 from .arena import ALIGN, plan_memory
+from .shared_arena import SharedArena
 from .program import KernelEntry, Program, lower
 from .threads import ThreadChooser, blas_enter, blas_exit
 
@@ -72,9 +73,11 @@ class Plan:
     """Executable form of ``graph``; see the module docstring."""
 
     def __init__(self, graph: Graph, resolve=None, num_threads: int = 1, fast: bool = True,
-                 adaptive: bool = True, max_loop_iterations: int | None = None, inner: bool = False):
+                 adaptive: bool = True, max_loop_iterations: int | None = None, inner: bool = False,
+                 shared: SharedArena | None = None):
         from .fast.table import FAST
         self.graph = graph
+        self.shared = shared                          # memory shared with the model's other plans (shared_arena.py)
         self.num_threads = num_threads
         from .control_flow import control_flow_impl
         bound = {} if max_loop_iterations is None else {"max_iterations": max_loop_iterations}
@@ -108,9 +111,10 @@ class Plan:
     def acquire(self) -> "Executor":
         """An executor of this plan for a caller's exclusive use (a Loop holds one for all its iterations)."""
         try:
-            return self._free.pop()
+            ex = self._free.pop()
         except IndexError:
-            return Executor(self)
+            ex = None
+        return ex if ex is not None and ex.lock is None else Executor(self, private=True)
 
     def release(self, ex: "Executor") -> None:
         if len(self._free) < MAX_IDLE_EXECUTORS:
@@ -154,6 +158,13 @@ class Plan:
             ex = free.pop()                            # list.pop/append are atomic: no lock needed
         except IndexError:
             ex = Executor(self)
+        lock = ex.lock
+        if lock is not None:                           # on the shared block: one run at a time
+            if self.shared.stale(ex.generation):       # bound to a block since replaced: rebind on the new one
+                ex = Executor(self)
+                lock = ex.lock
+            if not lock.acquire(blocking=False):       # another run holds the block: memory of its own
+                ex, lock = Executor(self, private=True), None
         try:
             if chooser is None:
                 if not self.uses_blas:
@@ -175,6 +186,8 @@ class Plan:
             chooser.record(nt, time.perf_counter() - t0)
             return out
         finally:
+            if lock is not None:
+                lock.release()
             if len(free) < MAX_IDLE_EXECUTORS:         # a burst of concurrent runs leaves no trail
                 free.append(ex)
 
@@ -182,10 +195,16 @@ class Plan:
 class Executor:
     """One arena, one scratch area and the steps bound to them (used by one run at a time)."""
 
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: Plan, private: bool = False):
         prog, mem = plan.program, plan.memory
-        self.arena = _aligned(mem.arena_bytes)
-        self.scratch = _aligned(plan.workspace)
+        self.lock, self.generation = None, 0
+        if plan.shared is None or private:
+            self.arena = _aligned(mem.arena_bytes)
+            self.scratch = _aligned(plan.workspace)
+        else:                                          # arena and scratch carved out of the shared block
+            at = (mem.arena_bytes + ALIGN - 1) // ALIGN * ALIGN
+            block, self.lock, self.generation = plan.shared.take(at + plan.workspace)
+            self.arena, self.scratch = block[:mem.arena_bytes], block[at:at + plan.workspace]
         arrays: list = [None] * len(prog.values)
         for vid, v in enumerate(prog.values):
             if v.const is not None:

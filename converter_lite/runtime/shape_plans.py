@@ -4,9 +4,10 @@ A model converted without ``--inputShape`` for its dynamic dims has a graph whos
 dynamic inputs have unknown shapes (ir/input_dims.py).  At the first run with a new tuple of input shapes,
 ``ShapePlans.plan_for`` makes the graph static for them (concretize.py: type inference and shape arithmetic)
 and builds a ``Plan`` of it (its arena planned and sized for those shapes, its kernels bound with their tiling
-chosen for them); later runs with the same shapes reuse it.  The most recently used ``MAX_PLANS`` plans are
-kept (each holds its arena while idle), fewer when their arenas would total more than ``MAX_BYTES``;
-``Model.resize`` builds one ahead of the first run.
+chosen for them); later runs with the same shapes reuse it.  The plans' arenas and scratch areas are carved out
+of one grow-only block (shared_arena.py), so a new shape no smaller than one seen before costs no fresh memory.
+The most recently used ``MAX_PLANS`` plans are kept, fewer when their arenas would total more than
+``MAX_BYTES`` (a bound on what a run at each could need); ``Model.resize`` builds one ahead of the first run.
 
 What a new shape costs is shape inference and binding (Python, no compiler, no llvmlite): the first run at a
 shape is measured in ``make bench`` against the steady runs.
@@ -19,13 +20,14 @@ from collections.abc import Callable
 
 from ..ir.core import Graph
 from .concretize import concretize
+from .shared_arena import SharedArena
 
 MAX_PLANS = 8                   # plans kept for the most recently used input shapes
 MAX_BYTES = 1 << 30             # and at most this much arena memory among them (the most recent plan always kept)
 
 
 class ShapePlans:
-    def __init__(self, graph: Graph, dynamic: list[str], make_plan: Callable[[Graph], object],
+    def __init__(self, graph: Graph, dynamic: list[str], make_plan: Callable[[Graph, SharedArena], object],
                  max_plans: int = MAX_PLANS, max_bytes: int = MAX_BYTES):
         self.graph = graph
         self.dynamic = dynamic                       # names of the dynamic inputs, graph-input order
@@ -34,6 +36,7 @@ class ShapePlans:
         self._lock = threading.Lock()
         self.max_plans, self.max_bytes = max_plans, max_bytes
         self.built = 0                               # plans made so far (a test and a bench figure)
+        self.arena = SharedArena()
 
     def plan_for(self, shapes: tuple[tuple[int, ...], ...]):
         """The plan for ``shapes`` (one shape per dynamic input, in ``dynamic`` order), made on first use."""
@@ -42,7 +45,7 @@ class ShapePlans:
             if plan is not None:
                 self._plans.move_to_end(shapes)
                 return plan
-        plan = self._make_plan(concretize(self.graph, dict(zip(self.dynamic, shapes))))
+        plan = self._make_plan(concretize(self.graph, dict(zip(self.dynamic, shapes))), self.arena)
         with self._lock:
             self.built += 1
             self._plans[shapes] = plan

@@ -233,3 +233,58 @@ def test_repeated_shapes_take_the_last_plan_and_new_ones_are_still_checked(conve
         model.run({"x": np.ones((1, 2, 9, 9), F)})
     assert e.value.code == -600
     assert model.run({"x": x})["y"].shape == (1, 5)
+
+
+def test_plans_share_one_grow_only_block(converted):
+    """The plans of every shape carve their arena and scratch out of one block (runtime/shared_arena.py): a
+    smaller shape after a larger one needs no new memory, and results stay right as shapes alternate."""
+    proto, path = converted["conv"]
+    model = converter_lite.load(path, num_threads=2)
+    shapes = [(2, 3, 24, 24), (1, 3, 8, 8), (1, 3, 16, 20), (2, 3, 24, 24), (1, 3, 8, 8)]
+    for s in shapes:
+        x = np.random.default_rng(sum(s)).standard_normal(s).astype(F)
+        assert_close(model.run({"x": x})["y"], run_ort(proto, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    arena = model._shape_plans.arena
+    assert arena.grown == 1
+    plans = [model._shape_plans.plan_for((s,)) for s in shapes[:3]]
+    assert arena.nbytes >= max(p.arena_bytes + p.workspace for p in plans)
+    blocks = {ex.arena.__array_interface__["data"][0] for p in plans for ex in p._free}
+    assert len(blocks) == 1                                  # every plan's arena starts at the block
+
+
+def test_a_replaced_block_rebinds_and_concurrent_runs_get_their_own(converted, monkeypatch):
+    """Without the address-space reservation the block is replaced when a larger shape comes: executors bound
+    to the old one are rebuilt on the new one when next used.  Runs from several threads at once are right:
+    the one that finds the block in use runs on memory of its own."""
+    import threading
+
+    from converter_lite.runtime import shared_arena
+    monkeypatch.setattr(shared_arena, "RESERVE", 0)
+    proto, path = converted["conv"]
+    model = converter_lite.load(path, num_threads=1)
+    small, large = np.ones((1, 3, 8, 8), F), np.ones((2, 3, 30, 30), F)
+    want_small, want_large = run_ort(proto, {"x": small})[0], run_ort(proto, {"x": large})[0]
+    model.run({"x": small})
+    gen = model._shape_plans.arena.generation
+    model.run({"x": large})
+    assert model._shape_plans.arena.generation == gen + 1       # grown: a new block
+    assert_close(model.run({"x": small})["y"], want_small, rtol=1e-4, atol=1e-4)
+    plan = model._shape_plans.plan_for((small.shape,))
+    assert all(not model._shape_plans.arena.stale(ex.generation) for ex in plan._free if ex.lock is not None)
+    errors, results = [], []
+
+    def worker(k):
+        try:
+            for i in range(30):
+                x = large if (i + k) % 2 else small
+                results.append((x is large, model.run({"x": x})["y"]))
+        except Exception as e:                                   # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for is_large, y in results:
+        assert_close(y, want_large if is_large else want_small, rtol=1e-4, atol=1e-4)
