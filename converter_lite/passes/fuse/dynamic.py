@@ -7,8 +7,12 @@ A model converted with its dynamic dims left dynamic has ``shape=None`` on every
    shapes, each dynamic dim given two different values (``PROBES``, within its ``--inputShape`` range).  A dim
    equal in both probes is static; one that differs is dynamic, and two dynamic dims with the same pair of
    values are the same symbol (``signature``).  When a probe fails (a model that takes only some sizes: a
-   height fixed by a Reshape, dims that must be multiples of 32), the next probe set is tried, and a model no
-   probe fits keeps running unfused.
+   height fixed by a Reshape, dims that must be multiples of 32), the next probe set is tried.  When none fits,
+   ``fit_probes`` looks for the one symbol at fault: it gives it common sizes (``PIN_SIZES``) in both probes,
+   the other symbols keeping their probe values; a symbol two sizes fit stays dynamic at those, one only one
+   size fits is pinned to it (static in the signatures, as ``--inputShape`` would have declared it; the kernels'
+   run-time checks reject another value with -600).  The PaddleOCR recognizer's height is such a dim (a Reshape
+   after the backbone needs it pooled to 1).  A model no single symbol's sizes fit keeps running unfused.
 2. **Clusters** connected ops of fusible kinds (elementwise, broadcast, reductions, and composites the expander
    rewrites into those: Softmax, LayerNormalization, ...) whose values share their *rows*: the leading dims up
    to the last dynamic one (``row_form``), so a value is ``R`` rows of a static *tail*.  Static operands may
@@ -24,6 +28,8 @@ with a clear error otherwise.  What stays unfused: ops whose dynamic dims are no
 of an NCHW tensor with a dynamic height; attention scores over a dynamic key axis are rows of a dynamic tail).
 """
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -41,6 +47,10 @@ AXIS_OPS = {"Softmax": "axis", "LogSoftmax": "axis", "LayerNormalization": "axis
 # opaque ops the expander rewrites into fusible ones along the axis above (the tail)
 COMPOSITES = frozenset(AXIS_OPS) | {"BatchNormalization"}
 PER_CHANNEL = frozenset({"BatchNormalization"})      # parameters [C] along axis 1 (not numpy broadcasting)
+# sizes tried for a dim that breaks every probe (a height only some sizes fit): fit_probes
+PIN_SIZES = (1, 2, 3, 4, 8, 16, 24, 32, 48, 64, 96, 112, 128, 160, 192, 224, 256, 320, 384, 416, 448, 480, 512, 640)
+PIN_TRIES = 160                 # shape inferences fit_probes may spend (~5 ms each for the 430-node OCR recognizer)
+PIN_BUDGET = 200_000            # ... and graph nodes they may visit in all (~2 s)
 REDUCE_LAST = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSumSquare", "ReduceL1",
                          "ReduceL2", "ReduceProd"})
 
@@ -54,10 +64,8 @@ def _symbols(dims: InputDims) -> list[Dim]:
     return list(seen.values())
 
 
-def probe_shapes(graph: Graph, dims: InputDims) -> list[list[dict]]:
-    """Candidate pairs of input-shape dicts, best first: in each, every symbol has two distinct values within its
-    range (a symbol whose range is one value is fixed: it gets that value in both)."""
-    syms = _symbols(dims)
+def _probe_values(syms: list[Dim]) -> list[list[dict]]:
+    """Per probe set whose values fit the ranges: [{symbol: first value}, {symbol: second value}]."""
     out = []
     for values in PROBES:
         val: list[dict] = [{}, {}]
@@ -69,9 +77,74 @@ def probe_shapes(graph: Graph, dims: InputDims) -> list[list[dict]]:
             if val[0][s.name] == val[1][s.name] and (s.hi is None or s.hi > s.lo):
                 ok = False
         if ok:
-            out.append([{n: tuple(v[d.name] if isinstance(d, Dim) else d for d in ds) for n, ds in dims.dims.items()}
-                        for v in val])
+            out.append(val)
     return out
+
+
+def _shapes(dims: InputDims, val: dict) -> dict:
+    return {n: tuple(val[d.name] if isinstance(d, Dim) else d for d in ds) for n, ds in dims.dims.items()}
+
+
+def probe_shapes(graph: Graph, dims: InputDims) -> list[list[dict]]:
+    """Candidate pairs of input-shape dicts, best first: in each, every symbol has two distinct values within its
+    range (a symbol whose range is one value is fixed: it gets that value in both)."""
+    return [[_shapes(dims, v) for v in val] for val in _probe_values(_symbols(dims))]
+
+
+def fit_probes(graph: Graph, dims: InputDims, budget: int | None = None) -> tuple[list[dict], Dim, tuple] | None:
+    """When no pair of ``probe_shapes`` infers (a height only some sizes fit, e.g. a Reshape after the backbone
+    needing it pooled to 1): a pair in which one symbol whose varying breaks inference takes common sizes
+    (``PIN_SIZES`` within its range, and the range's bounds) and the others their probe values, as ``(pair,
+    symbol, (v0, v1))``; None when no single symbol fixes it within ``budget`` shape inferences (by default
+    ``PIN_BUDGET`` node visits' worth: a few seconds at most).
+
+    The symbol is the first (in the inputs' order) for which a size fits both probes of a probe set, ``v0`` the
+    smallest such size.  When another size fits too, the symbol stays dynamic, ``v1`` the largest other one (far
+    apart, so the dims derived from it by strides differ too); else it is pinned (``v0 == v1``): static in the
+    signatures, as if ``--inputShape`` had declared it."""
+    from ...errors import ConverterError
+    from ...runtime.concretize import concretize
+    syms = _symbols(dims)
+    seen: dict[tuple, bool] = {}
+    left = [min(PIN_TRIES, PIN_BUDGET // max(len(graph.nodes), 1)) if budget is None else budget]
+
+    def fits(val: dict) -> bool:
+        shapes = _shapes(dims, val)
+        key = tuple(sorted(shapes.items()))
+        if key not in seen:
+            if left[0] <= 0:
+                raise _OutOfBudget
+            left[0] -= 1
+            try:
+                concretize(graph, shapes, {})
+                seen[key] = True
+            except ConverterError:
+                seen[key] = False
+        return seen[key]
+
+    try:
+        for val in _probe_values(syms):
+            for s in syms:
+                if s.hi is not None and s.hi <= s.lo:
+                    continue                                     # fixed by its range already
+                bounds = {s.lo, s.hi} - {None, 0} if s.lo or s.hi is not None else set()
+                sizes = sorted({c for c in PIN_SIZES if s.admits(c)} | bounds)
+                first = next((c for c in sizes if fits({**val[0], s.name: c}) and fits({**val[1], s.name: c})),
+                             None)
+                if first is None:
+                    continue
+                others = {(val[0][t.name], val[1][t.name]) for t in syms if t is not s}   # other symbols' pairs
+                second = next((c for c in reversed(sizes) if c != first and (first, c) not in others
+                               and fits({**val[1], s.name: c})), first)
+                pair = [_shapes(dims, {**val[0], s.name: first}), _shapes(dims, {**val[1], s.name: second})]
+                return pair, s, (first, second)
+    except _OutOfBudget:
+        pass
+    return None
+
+
+class _OutOfBudget(Exception):
+    pass
 
 
 def signatures(graph: Graph, probes: list[dict]) -> dict[int, tuple] | None:
@@ -446,6 +519,24 @@ def _warn_shape_branches(graph: Graph, ctx: PassContext) -> None:
         ctx.count("dynamic_fusion/shape_branches", len(found))
 
 
+def _fit(graph: Graph, dims: InputDims) -> tuple[dict[int, tuple] | None, Callable[[int], str] | None]:
+    """The signatures at the pair ``fit_probes`` finds and what to say of the dim it sized (given the number of
+    kernels fused); (None, None) without one."""
+    found = fit_probes(graph, dims)
+    sigs = None if found is None else signatures(graph, [found[0]])
+    if sigs is None:
+        return None, None
+    _, sym, (v0, v1) = found
+    where = ", ".join(f"input {n!r} dim {a}" for n, ds in dims.dims.items() for a, d in enumerate(ds)
+                      if isinstance(d, Dim) and d.name == sym.name)
+    if v0 == v1:
+        return sigs, lambda n: (f"{where} ({sym.name!r}) only fits {v0} of the common sizes tried; {n} kernel(s) "
+                                f"fused for that value (run with --inputShape to declare it)")
+    return sigs, lambda n: (f"{where} ({sym.name!r}) fits none of the probe sizes but fits {v0} and {v1}; {n} "
+                            f"kernel(s) fused with it dynamic at those (--inputShape declaring the sizes it takes "
+                            f"is surer)")
+
+
 @register_pass
 class DynamicFusionPass(Pass):
     name = "dynamic_fusion"
@@ -455,10 +546,12 @@ class DynamicFusionPass(Pass):
         if dims is None:
             return False
         _warn_shape_branches(graph, ctx)
-        sigs = signatures(graph, probe_shapes(graph, dims))
+        sigs, note = signatures(graph, probe_shapes(graph, dims)), None
         if sigs is None:
-            ctx.log.info("dynamic_fusion: no probe shape fits the model's dynamic dims; it runs unfused (fix "
-                         "dims it constrains with --inputShape, ranges included)")
+            sigs, note = _fit(graph, dims)
+        if sigs is None:
+            ctx.log.info("dynamic_fusion: no probe shape fits the model's dynamic dims, nor common sizes of any one "
+                         "of them; it runs unfused (fix dims it constrains with --inputShape, ranges included)")
             return False
         count = 0
         for k, (key, nodes) in enumerate(_Clusterer(graph, sigs).clusters()):
@@ -466,4 +559,7 @@ class DynamicFusionPass(Pass):
                 count += 1
         if count:
             ctx.count(self.name, count)
+        if note:
+            ctx.log.info("dynamic_fusion: %s", note(count))
+            ctx.count("dynamic_fusion/sized_dims", 1)
         return count > 0

@@ -14,7 +14,7 @@ from converter_lite.ir.core import Graph, Node, TensorType, Value
 from converter_lite.ir.dtype import DType
 from converter_lite.ir.input_dims import InputDims
 from converter_lite.model.format import load_model
-from converter_lite.passes.fuse.dynamic import probe_shapes, row_form, signatures
+from converter_lite.passes.fuse.dynamic import fit_probes, probe_shapes, row_form, signatures
 from helpers import assert_close, make_model, run_ort, tensor_info
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "e2e"))
@@ -100,6 +100,54 @@ def test_a_model_no_probe_fits_runs_unfused(tmp_path):
     with pytest.raises(ConverterError) as e:
         model.run({"x": np.ones((2, 6), F)})
     assert e.value.code == -600 and "fixed" in e.value.message
+
+
+def test_a_dim_only_one_size_fits_is_pinned(tmp_path, caplog):
+    """The height is '?' but a Reshape to a constant shape needs it to be 24: no probe fits, fit_probes finds 24
+    among the common sizes and the model fuses for that height (static in the kernels); another height is -600."""
+    import logging
+    rng = np.random.default_rng(2)
+    nodes = [oh.make_node("Mul", ["x", "scale"], ["a"]), oh.make_node("Sigmoid", ["a"], ["s"]),
+             oh.make_node("Mul", ["x", "s"], ["m"]), oh.make_node("Reshape", ["m", "shape"], ["r"], name="to_24"),
+             oh.make_node("Tanh", ["r"], ["y"])]
+    proto = make_model(nodes, [tensor_info("x", F, ["n", "h", 16])], [tensor_info("y", F, ["n", 24, 4, 4])],
+                       {"scale": rng.standard_normal(16).astype(F), "shape": np.array([0, 24, 4, 4], np.int64)},
+                       opset=17)
+    g = import_model(proto)
+    dims = InputDims.of_metadata(g.metadata)
+    assert signatures(g, probe_shapes(g, dims)) is None
+    pair, sym, values = fit_probes(g, dims)
+    assert sym.name == "h" and values == (24, 24) and pair[0]["x"][0] != pair[1]["x"][0]
+    with caplog.at_level(logging.INFO, logger="converter_lite"):
+        path = converter_lite.convert(proto, str(tmp_path / "m"), **OPT2)
+    assert "input 'x' dim 1 ('h') only fits 24" in caplog.text
+    kernels = _row_kernels(path)
+    assert kernels and {"Mul", "Sigmoid", "Tanh"} <= {s.split("_")[0] for k in kernels for s in k.attrs["source_nodes"]}
+    model = _check(proto, path, [(1, 24, 16), (3, 24, 16), (0, 24, 16), (37, 24, 16)])
+    for h in (32, 23):                            # the row kernel's check of its tail, before the Reshape's
+        with pytest.raises(ConverterError) as e:
+            model.run({"x": np.ones((2, h, 16), F)})
+        assert e.value.code == -600 and "GraphKernel" in e.value.message
+
+
+def test_a_dim_some_sizes_fit_stays_dynamic(tmp_path, caplog):
+    """Heights 40 to 103 pool to 1 row, which a Reshape needs: no probe pair fits (192 pools to 3), 48 and 96 do
+    and the height stays dynamic in the kernels: every height the model takes runs."""
+    import logging
+    nodes = [oh.make_node("Sigmoid", ["x"], ["s"]),
+             oh.make_node("MaxPool", ["s"], ["p"], kernel_shape=[40, 1], strides=[64, 1]),
+             oh.make_node("Reshape", ["p", "shape"], ["r"]), oh.make_node("Tanh", ["r"], ["t"]),
+             oh.make_node("Mul", ["t", "r"], ["y"])]
+    proto = make_model(nodes, [tensor_info("x", F, ["n", 1, "h", 8])], [tensor_info("y", F, ["n", 8])],
+                       {"shape": np.array([0, 8], np.int64)}, opset=17)
+    with caplog.at_level(logging.INFO, logger="converter_lite"):
+        path = converter_lite.convert(proto, str(tmp_path / "m"), **OPT2)
+    assert "input 'x' dim 2 ('h') fits none of the probe sizes but fits 48 and 96" in caplog.text
+    assert len(_row_kernels(path)) == 2
+    model = _check(proto, path, [(1, 1, 40, 8), (2, 1, 48, 8), (3, 1, 77, 8), (1, 1, 103, 8)])
+    with pytest.raises(ConverterError) as e:
+        model.run({"x": np.ones((1, 1, 104, 8), F)})
+    assert e.value.code == -600
 
 
 def test_rebuilt_kernels_are_row_kernels_too(tmp_path):
