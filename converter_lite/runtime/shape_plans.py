@@ -10,10 +10,14 @@ The most recently used ``MAX_PLANS`` plans are kept, fewer when their arenas wou
 ``MAX_BYTES`` (a bound on what a run at each could need); ``Model.resize`` builds one ahead of the first run.
 
 What a new shape costs is shape inference and binding (Python, no compiler, no llvmlite): the first run at a
-shape is measured in ``make bench`` against the steady runs.
+shape is measured in ``make bench`` against the steady runs.  The cyclic garbage collector is paused while a
+plan is built: building one allocates tens of thousands of objects, none of them garbage, and in a process
+holding many objects the collections this triggered (a full one now and then) added 3-9 ms to a first run of
+6-13 ms (bert_dynamic in ``make bench``).
 """
 from __future__ import annotations
 
+import gc
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -45,7 +49,13 @@ class ShapePlans:
             if plan is not None:
                 self._plans.move_to_end(shapes)
                 return plan
-        plan = self._make_plan(concretize(self.graph, dict(zip(self.dynamic, shapes))), self.arena)
+        enabled = gc.isenabled()
+        gc.disable()                    # tens of thousands of small acyclic objects: collections mid-way only cost
+        try:
+            plan = self._make_plan(concretize(self.graph, dict(zip(self.dynamic, shapes))), self.arena)
+        finally:
+            if enabled:
+                gc.enable()
         with self._lock:
             self.built += 1
             self._plans[shapes] = plan
