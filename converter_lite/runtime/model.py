@@ -43,7 +43,7 @@ from ..model.format import LoadedModel, load_model
 from ..ops.control_flow import DEFAULT_MAX_ITERATIONS
 from .plan import Plan
 from .respecialize import Reshaper
-from .shape_plans import ShapePlans
+from .shape_plans import ShapePlans, generic_ok
 from .threads import configure_openmp
 
 NATIVE_PREFIX = "native/"
@@ -97,6 +97,8 @@ class Model:
             self._plain = None if any(t.dtype is DType.string or not t.is_tensor for t in self.input_types) else \
                 [(n, np.dtype(t.dtype.np)) for n, t in zip(self.input_names, self.input_types)]
             self._last: tuple | None = None          # (input shapes, plan) of the last fully checked run
+            # a shape seen once runs on the generic plan when that is cheap (shape_plans.generic_ok)
+            self._generic_first = generic_ok(self.plan)
             self._shape_plans = ShapePlans(loaded.graph, dynamic, lambda g, shared: Plan(
                 g, resolve, num_threads=num_threads, adaptive=adaptive_threads,
                 max_loop_iterations=max_loop_iterations, shared=shared))
@@ -135,15 +137,29 @@ class Model:
             inputs = self.check_feeds(feeds)
         if self._guards:
             self._check_guards(inputs)
+        generic = False
         if plan is None:
-            plan = self.plan if self._shape_plans is None else self._plan_for(inputs)
+            if self._shape_plans is None:
+                plan = self.plan
+            else:
+                plan = self._plan_for(inputs, outputs is None)
+                generic = plan is self.plan          # a shape seen for the first time (shape_plans.py)
         bound = None if outputs is None else self._bound_outputs(outputs, plan.graph)
         try:
-            if plan.native_only:
-                outs = plan.execute(inputs, outputs=bound)
-            else:
-                with np.errstate(all="ignore"):    # ONNX semantics: inf/nan results are values, not warnings
+            try:
+                if plan.native_only:
                     outs = plan.execute(inputs, outputs=bound)
+                else:
+                    with np.errstate(all="ignore"):  # ONNX semantics: inf/nan results are values, not warnings
+                        outs = plan.execute(inputs, outputs=bound)
+            except ConverterError:
+                if not generic:
+                    raise
+                # the generic plan met a shape some node or kernel rejects: the shape's own plan says which
+                # input and dim (-600), or runs it
+                plan = self._shape_plans.plan_for(tuple(inputs[p].shape for p in self._dyn_pos))
+                with np.errstate(all="ignore"):
+                    outs = plan.execute(inputs)
         except MemoryError:
             raise ConverterError(RET_MEMORY_FAILED, f"{os.path.basename(self.path)}: not enough memory to run the "
                                                     "model (its working buffers could not be allocated)") from None
@@ -207,13 +223,17 @@ class Model:
             shapes.append(want[name])
         self._shape_plans.plan_for(tuple(shapes))
 
-    def _plan_for(self, inputs: list) -> Plan:
-        """The plan for the shapes of ``inputs`` (dynamic dims checked: -600 naming the input and dim)."""
+    def _plan_for(self, inputs: list, first_generic: bool = False) -> Plan:
+        """The plan for the shapes of ``inputs`` (dynamic dims checked: -600 naming the input and dim); with
+        ``first_generic``, the generic plan for shapes seen for the first time when it is cheap
+        (shape_plans.py)."""
         shapes = []
         for name, pos in zip(self._shape_plans.dynamic, self._dyn_pos):
             shape = inputs[pos].shape
             self._dims.check(name, shape)
             shapes.append(shape)
+        if first_generic and self._generic_first and self._shape_plans.first_sight(tuple(shapes)):
+            return self.plan
         plan = self._shape_plans.plan_for(tuple(shapes))
         if self._plain is not None and all(isinstance(a, np.ndarray) for a in inputs):
             self._last = (tuple(a.shape for a in inputs), plan)
@@ -425,9 +445,8 @@ def _native_resolver(loaded: LoadedModel, num_threads: int, trust_native_code: b
         lib.set_num_threads(num_threads)
 
     def resolve(node: Node):
-        if node.op != "GraphKernel" or (("rows" in node.attrs or "cols" in node.attrs)
-                                        and not all(o.type.is_static for o in node.outputs)):
-            return None         # a row kernel runs native in the plans of its input shapes (shape_plans.py)
+        if node.op != "GraphKernel":
+            return None
         name = node.attrs.get("kernel_name")
         try:
             fn = lib.kernel(name) if name else None
@@ -449,6 +468,8 @@ class _NativeStep:
         self.fn = fn
         self.specs = [(o.type.shape, o.type.dtype.np) for o in node.outputs]
         self.in_dtypes = [None if v is None else v.type.dtype.np for v in node.inputs]
+        # a row or column kernel of a graph with dynamic shapes: its outputs' shapes come from its inputs'
+        self.shapes = None if all(o.type.is_static for o in node.outputs) else _run_shapes(node)
 
     def bind(self, ins: list, outs: list, num_threads: int | None = None):
         # np.asarray(order="C"), not np.ascontiguousarray: that one turns 0-d arrays into shape [1]
@@ -470,9 +491,29 @@ class _NativeStep:
 
     def __call__(self, ins: list) -> list:
         args = [a if a is None else np.asarray(a, dtype=dt, order="C") for a, dt in zip(ins, self.in_dtypes)]
-        outs = [np.empty(shape, dtype) for shape, dtype in self.specs]
+        shapes = [s for s, _ in self.specs] if self.shapes is None else self.shapes(args)
+        outs = [np.empty(shape, dtype) for shape, (_, dtype) in zip(shapes, self.specs)]
         self.fn(args, outs)
         return outs
+
+
+def _run_shapes(node: Node):
+    """``shapes(inputs) -> output shapes`` of a row or column kernel (ops/graph_kernel.py): a row kernel's
+    outputs are its reference input's leading dims then their static tails; a column kernel's, its iteration
+    shape (``column_extents``) where their pattern is not 1.  The kernel's own checks (native.py ``_extra``)
+    reject inputs that do not fit."""
+    from ..ops.graph_kernel import column_extents
+    sub = node.attrs["graph"]
+    if "cols" in node.attrs:
+        pats, outs = [v.type.shape for v in sub.inputs], [v.type.shape for v in sub.outputs]
+
+        def cols(ins):
+            ext = column_extents(pats, [a.shape for a in ins])
+            return [tuple(1 if q == 1 else e for q, e in zip(p, ext)) for p in outs]
+        return cols
+    rows = node.attrs["rows"]
+    ref, lead, tails = rows["ref"], rows["lead"], [tuple(v.type.shape[1:]) for v in sub.outputs]
+    return lambda ins: [tuple(ins[ref].shape[:lead]) + t for t in tails]
 
 
 def _native_kernel(fn, node: Node) -> _NativeStep:

@@ -9,8 +9,13 @@ of one grow-only block (shared_arena.py), so a new shape no smaller than one see
 The most recently used ``MAX_PLANS`` plans are kept, fewer when their arenas would total more than
 ``MAX_BYTES`` (a bound on what a run at each could need); ``Model.resize`` builds one ahead of the first run.
 
-What a new shape costs is shape inference and binding (Python, no compiler, no llvmlite): the first run at a
-shape is measured in ``make bench`` against the steady runs.  The cyclic garbage collector is paused while a
+What a new shape costs is shape inference and binding (Python, no compiler, no llvmlite): 5-10 ms for a small
+transformer, far more than a run at a small shape (30 us - 1 ms).  So a model whose generic plan is cheap
+(``generic_ok``: its fused kernels run native at any shape, and it has no convolution, pooling, resize or
+recurrence, which run on numpy there) runs a shape the first time it sees it on that generic plan (1-3 ms for
+the transformers of ``make bench``), and builds the shape's plan when the shape comes again (``first_sight``): a
+stream of ever-new sequence lengths pays no planning, a repeated shape gets its plan.  The first and second
+runs at a shape are measured in ``make bench`` against the steady runs.  The cyclic garbage collector is paused while a
 plan is built: building one allocates tens of thousands of objects, none of them garbage, and in a process
 holding many objects the collections this triggered (a full one now and then) added 3-9 ms to a first run of
 6-13 ms (bert_dynamic in ``make bench``).
@@ -26,6 +31,14 @@ from ..ir.core import Graph
 from .concretize import concretize
 from .shared_arena import SharedArena
 
+# ops whose run on the generic plan (dynamic shapes: reference numpy kernels, nothing pre-bound) costs far more
+# than on a plan made for the shape: a model holding one never runs a new shape on the generic plan
+HEAVY_GENERIC = frozenset({
+    "Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool", "AveragePool", "GlobalAveragePool",
+    "GlobalMaxPool", "LpPool", "GlobalLpPool", "MaxUnpool", "Resize", "Upsample", "GridSample", "RoiAlign",
+    "DepthToSpace", "SpaceToDepth", "LSTM", "GRU", "RNN", "Loop", "Scan", "If", "SequenceMap", "Col2Im",
+    "NonMaxSuppression", "Einsum", "DeformConv"})
+SEEN_ONCE = 64                  # shapes remembered as run once (on the generic plan)
 MAX_PLANS = 8                   # plans kept for the most recently used input shapes
 MAX_BYTES = 1 << 30             # and at most this much arena memory among them (the most recent plan always kept)
 
@@ -41,6 +54,7 @@ class ShapePlans:
         self.max_plans, self.max_bytes = max_plans, max_bytes
         self.built = 0                               # plans made so far (a test and a bench figure)
         self.arena = SharedArena()
+        self._seen: OrderedDict[tuple, None] = OrderedDict()
 
     def plan_for(self, shapes: tuple[tuple[int, ...], ...]):
         """The plan for ``shapes`` (one shape per dynamic input, in ``dynamic`` order), made on first use."""
@@ -64,9 +78,29 @@ class ShapePlans:
                 self._plans.popitem(last=False)
         return plan
 
+    def first_sight(self, shapes: tuple) -> bool:
+        """True the first time ``shapes`` (no plan yet) is asked for: that run may take the generic plan
+        (``generic_ok``), and the plan for the shapes is built when they come again."""
+        with self._lock:
+            if shapes in self._plans or shapes in self._seen:
+                return False
+            self._seen[shapes] = None
+            while len(self._seen) > SEEN_ONCE:
+                self._seen.popitem(last=False)
+            return True
+
     def _bytes(self) -> int:
         return sum(getattr(p, "arena_bytes", 0) + getattr(p, "workspace", 0) for p in self._plans.values())
 
     def cached(self) -> list[tuple]:
         with self._lock:
             return list(self._plans)
+
+
+def generic_ok(plan) -> bool:
+    """Whether ``plan`` (the plan of the graph with its dynamic shapes, built at load) is cheap enough to run a
+    shape seen for the first time: every fused kernel runs native (row and column kernels take their shapes at
+    run time) and no op is in ``HEAVY_GENERIC``.  Transformers qualify (GEMMs on numpy's BLAS, fused kernels
+    native, shape arithmetic in numpy); convolutional models do not."""
+    return all(s.impl.native or (s.node.op != "GraphKernel" and s.node.op not in HEAVY_GENERIC)
+               for s in plan.program.steps) and not plan.body_plans()

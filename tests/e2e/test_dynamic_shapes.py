@@ -100,14 +100,18 @@ def test_runs_at_every_shape_like_onnxruntime(converted, name):
     model = converter_lite.load(path)
     rng = np.random.default_rng(3)
     shapes = CASES[name][1]
-    for shape in shapes + shapes[:1]:
+    generic = name != "conv"                # its generic plan would run the convolutions on numpy
+    assert model._generic_first == generic
+    for k, shape in enumerate(shapes + shapes + shapes[:1]):
         x = rng.standard_normal(shape).astype(F)
         got = model.run({"x": x})
         want = run_ort(proto, {"x": x})
         for g, w in zip(got.values(), want):
             assert g.shape == w.shape, (shape, g.shape, w.shape)
             assert_close(g, w, rtol=1e-4, atol=1e-4, what=f"{name} at {shape}")
-    assert model._shape_plans.built == len(shapes)        # the repeated shape reused its plan
+        if k < len(shapes):                 # first sight: the generic plan when it is cheap, else the shape's
+            assert model._shape_plans.built == (0 if generic else k + 1)
+    assert model._shape_plans.built == len(shapes)        # built at the second sight; the third reused it
 
 
 def test_input_shapes_report_the_symbols(converted):
@@ -288,3 +292,27 @@ def test_a_replaced_block_rebinds_and_concurrent_runs_get_their_own(converted, m
     assert not errors
     for is_large, y in results:
         assert_close(y, want_large if is_large else want_small, rtol=1e-4, atol=1e-4)
+
+
+def test_a_shape_seen_once_runs_on_the_generic_plan(converted):
+    """A model whose generic plan is cheap (its fused kernels native at any shape, no convolution) runs a new
+    shape on it, and builds the shape's plan when the shape comes again (runtime/shape_plans.py); results are
+    the same either way.  ``outputs=`` and ``resize`` build the plan at once."""
+    proto, path = converted["attention"]
+    model = converter_lite.load(path, num_threads=2)
+    assert model._generic_first and any(k.native for k in model.kernels)   # row/column kernels run native
+    x = np.random.default_rng(5).standard_normal((1, 33, 8)).astype(F)
+    want = run_ort(proto, {"x": x})[0]
+    first = model.run({"x": x})["y"]
+    assert model._shape_plans.built == 0
+    second = model.run({"x": x})["y"]
+    assert model._shape_plans.built == 1
+    assert_close(first, want, rtol=1e-4, atol=1e-4)
+    assert_close(second, want, rtol=1e-4, atol=1e-4)
+    out = np.empty((1, 34, 8), F)
+    x2 = np.random.default_rng(6).standard_normal((1, 34, 8)).astype(F)
+    model.run({"x": x2}, outputs={"y": out})
+    assert model._shape_plans.built == 2
+    assert_close(out, run_ort(proto, {"x": x2})[0], rtol=1e-4, atol=1e-4)
+    model.resize({"x": (1, 35, 8)})
+    assert model._shape_plans.built == 3

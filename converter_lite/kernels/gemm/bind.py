@@ -137,6 +137,8 @@ def tile_grid(batch: int, m: int, n: int, k: int, nt: int, align: int = ALIGN) -
 def _batch_offsets(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """Byte offset of every batch entry of ``x`` broadcast to batch ``shape`` (C order)."""
     nb = len(shape)
+    if x.ndim <= 2 or all(d == 1 for d in shape):
+        return np.zeros(max(1, int(np.prod(shape, dtype=np.int64))), np.int64)
     bshape = (1,) * (nb - (x.ndim - 2)) + x.shape[:-2]
     bstrides = (0,) * (nb - (x.ndim - 2)) + x.strides[:-2]
     off = np.zeros(shape, np.int64)
@@ -172,10 +174,13 @@ def gemm_records(a: np.ndarray, b, c: np.ndarray, nt: int, alpha: float = 1.0, b
     if b.shape[-2] != k or c.shape[-2:] != (m, n) or min(m, n, k) == 0:
         return None
     b_batch = () if packed else b.shape[:-2]
-    try:
-        bshape = np.broadcast_shapes(a.shape[:-2], b_batch)
-    except ValueError:
-        return None
+    if not b_batch or b_batch == a.shape[:-2]:
+        bshape = a.shape[:-2]
+    else:
+        try:
+            bshape = np.broadcast_shapes(a.shape[:-2], b_batch)
+        except ValueError:
+            return None
     b_strides = () if packed else b.strides
     if bshape != c.shape[:-2] or any(s < 0 for s in a.strides + b_strides + c.strides):
         return None
@@ -207,9 +212,13 @@ def gemm_records(a: np.ndarray, b, c: np.ndarray, nt: int, alpha: float = 1.0, b
     rec["order"], rec["transA"], rec["transB"] = order, la[0], lb[0]
     rec["K"], rec["alpha"], rec["beta"] = k, alpha, beta
     rec["lda"], rec["ldb"], rec["ldc"] = la[1], lb[1], lc[1]
-    lo = np.tile(np.array([r[0] for r in ranges], np.int64), batch)
-    hi = np.tile(np.array([r[1] for r in ranges], np.int64), batch)
-    rep = lambda o: np.repeat(o, len(ranges))
+    if len(ranges) == 1:                               # one tile per batch entry: no tiling arrays
+        lo, hi = ranges[0]
+        rep = lambda o: o
+    else:
+        lo = np.tile(np.array([r[0] for r in ranges], np.int64), batch)
+        hi = np.tile(np.array([r[1] for r in ranges], np.int64), batch)
+        rep = lambda o: np.repeat(o, len(ranges))
     a0, b0, c0 = a.ctypes.data + rep(oa), bdata.ctypes.data + rep(ob), c.ctypes.data + rep(oc)
     # the byte step of one row of A / one column of B in storage, whichever way the GEMM reads them (a packed
     # B is cut at panel boundaries only: tile_grid's column cuts are multiples of PANEL)
