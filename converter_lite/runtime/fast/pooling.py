@@ -1,6 +1,8 @@
-"""2-D MaxPool/AveragePool, GlobalAveragePool and constant Pad writing into the plan's buffers.
+"""2-D MaxPool/AveragePool, GlobalAveragePool/GlobalMaxPool and constant Pad writing into the plan's buffers.
 
-The results equal the reference kernels':
+float32 pools run on the native pooling driver where the model's native code has it (kernels/pool2d/: the
+pools of models with dynamic input dims, which run node by node); otherwise, and for the other dtypes, the numpy
+passes below.  The results equal the reference kernels':
 
 * MaxPool runs as whole-buffer passes (maxpool.py: rows, then columns; NaN inputs fall back to the
   reference per channel block), split over ``num_threads`` by channel blocks for inputs of at least
@@ -9,7 +11,8 @@ The results equal the reference kernels':
   ``kh*kw`` strided tap views of that buffer in the reference's order and divides by the per-position count
   (``count_include_pad``), split over ``num_threads`` by channel blocks.
 * GlobalAveragePool is numpy's ``mean`` over the spatial axes (spelled out as a sum over each contiguous
-  plane, then the division by the count); Pad is pad.py's (kept in this table).
+  plane, then the division by the count); GlobalMaxPool has no numpy path here (the reference kernel); Pad is
+  pad.py's (kept in this table).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from functools import partial
 
 import numpy as np
 
+from ...kernels.pool2d.bind import global_pool, window_pool
 from ...ops.nn_pool import _axis_counts
 from ...ops.nn_window import resolve_window
 from ...ops.registry import KernelError
@@ -58,8 +62,15 @@ def _taps(xp, win):
             for i in range(win.kernel[0]) for j in range(win.kernel[1])]
 
 
+def _native(bind) -> Impl | None:
+    return None if bind is None else Impl(bind=bind)
+
+
 def _pool(kind: str):
     def factory(ctx: NodeCtx):
+        native = _native(window_pool(ctx))
+        if native is not None:
+            return native
         x = ctx.value(0)
         if (kind == "max" and len(ctx.outs) != 1) or x.dtype not in FLOATS and kind == "avg" \
                 or x.dtype.kind not in "fiu":
@@ -115,6 +126,9 @@ def _pool_part(pad, taps, out, count):
 
 
 def _global_avg(ctx: NodeCtx):
+    native = _native(global_pool(ctx))
+    if native is not None:
+        return native
     x = ctx.value(0)
     if x.dtype not in FLOATS or len(x.shape) < 3 or ctx.out().dtype != x.dtype:
         return None
@@ -137,4 +151,4 @@ def _global_avg(ctx: NodeCtx):
 
 
 POOL_FAST = {"MaxPool": _pool("max"), "AveragePool": _pool("avg"), "GlobalAveragePool": _global_avg,
-             "Pad": constant_pad}
+             "GlobalMaxPool": lambda ctx: _native(global_pool(ctx)), "Pad": constant_pad}
