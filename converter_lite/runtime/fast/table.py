@@ -13,8 +13,8 @@ tests in tests/runtime compare every entry with its reference kernel.
   Clip, Where, Sigmoid, Erf;
 * Softmax, LayerNormalization (norm.py), MatMul/Gemm (linalg.py), Conv (conv.py; patch
   embeddings, kernel = stride, as one GEMM in patch.py, and ConvTranspose with kernel = stride there too), pooling
-  (pooling.py, MaxPool in maxpool.py) and Pad (pad.py), Resize (nearest)/DepthToSpace/
-  SpaceToDepth/Tile as precomputed gathers (gather.py).
+  (pooling.py, MaxPool in maxpool.py) and Pad (pad.py), DepthToSpace/SpaceToDepth on a native driver
+  (space.py), Resize (nearest)/DepthToSpace/SpaceToDepth/Tile as precomputed gathers (gather.py) otherwise.
 * copies of strided views whose trailing axes are contiguous (Transpose keeping them, Slice/Split parts, Pad's
   interior) move one contiguous run per memcpy (runs.py).
 """
@@ -37,6 +37,7 @@ from .patch import conv_transpose_patches, patch_conv
 from .pooling import POOL_FAST
 from .resize import linear_resize, nearest_resize
 from .runs import run_copy
+from .space import depth_to_space
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -372,4 +373,6 @@ FAST = {
     **NORM_FAST, **LINALG_FAST, **CONV_FAST, **POOL_FAST, **GATHER_FAST,
     "Conv": patch_conv(CONV_FAST["Conv"]), "ConvTranspose": conv_transpose_patches,
     "Resize": lambda ctx: linear_resize(ctx) or nearest_resize(ctx) or GATHER_FAST["Resize"](ctx),
+    "DepthToSpace": lambda ctx: depth_to_space(ctx) or GATHER_FAST["DepthToSpace"](ctx),
+    "SpaceToDepth": lambda ctx: depth_to_space(ctx) or GATHER_FAST["SpaceToDepth"](ctx),
 }
