@@ -10,8 +10,10 @@ value ids they read and write.
    covers its whole buffer (same size, offset 0), that buffer is not read by any later step nor returned as a
    graph output, and no other input of the step reads the same buffer through a different value.  Decided
    in step order, so chains (``relu(add(x, y))``) keep reusing one buffer.
-2. **Liveness.**  Each buffer lives from the step that first writes it (graph inputs: before the first step)
-   to the last step that reads it or any view of it (graph outputs: to the end of the run).
+2. **Liveness.**  Each buffer lives from the step that first writes it or any view of it (graph inputs: before
+   the first step) to the last step that reads it or any view of it (graph outputs: to the end of the run).
+   A Concat output whose inputs are views of it (concat_views.py) is written by no step of its own: it lives
+   from the first step writing one of its inputs.
 3. **Offsets.**  Buffers (with their ``tail``: bytes a reader reserved right after them) are placed largest
    first at the lowest 64-byte-aligned offset that does not overlap any already placed buffer whose lifetime
    intersects (greedy by size; ties keep definition order).  Two buffers share bytes only if their

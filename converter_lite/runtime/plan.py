@@ -5,9 +5,11 @@
 1. ``program.lower`` numbers the values and turns the nodes into steps (constant nodes folded, fast kernels
    from ``fast.table.FAST`` where they apply, native kernels from ``resolve``, reference kernels otherwise,
    zero-copy views for reshapes);
-2. ``arena.plan_memory`` decides in-place reuse and gives every buffer an offset in one arena, buffers whose
+2. ``concat_views.concat_views`` makes the inputs of a Concat whose output holds them as contiguous blocks
+   views of that output, so their steps write the result and the copy step goes (not in control-flow bodies);
+3. ``arena.plan_memory`` decides in-place reuse and gives every buffer an offset in one arena, buffers whose
    lifetimes do not intersect sharing bytes;
-3. an ``Executor`` allocates the arena and one scratch area, makes every value's array (a view into the arena,
+4. an ``Executor`` allocates the arena and one scratch area, makes every value's array (a view into the arena,
    or the constant) and *binds* each step to its arrays: a list of zero-argument callables.  A run copies the
    inputs into their buffers, calls the list in order and copies the outputs out, so it allocates nothing
    else (only reference kernels and dynamic-shape values allocate their results).  Consecutive steps that
@@ -45,6 +47,7 @@ from ..ir.core import Graph, Node
 from ..kernels.runlist.abi import RUN_SYMBOL
 from ..kernels.runlist.bind import batch
 from .arena import ALIGN, plan_memory
+from .concat_views import concat_views
 from .shared_arena import SharedArena
 from .program import KernelEntry, Program, lower
 from .threads import ThreadChooser, blas_enter, blas_exit
@@ -87,6 +90,8 @@ class Plan:
                         inner=True)
         self.program: Program = lower(graph, resolve, FAST if fast else {}, num_threads,
                                       lambda node: control_flow_impl(node, body_plan, **bound))
+        if not inner:
+            concat_views(self.program)
         self.memory = plan_memory(self.program, keep_inputs=inner)
         self.kernels: list[KernelEntry] = self.program.kernels
         self.steps = [Step(s.node, s.impl.native, s.kernel, s.inputs, s.outputs) for s in self.program.steps]

@@ -416,6 +416,11 @@ def _drop_dead_steps(prog: Program) -> None:
             for v in st.inputs:
                 need(v)
     prog.steps = kept[::-1]
+    drop_unused_kernels(prog)
+
+
+def drop_unused_kernels(prog: Program) -> None:
+    """Removes the kernels no step belongs to any more (their steps were dropped), renumbering the steps'."""
     used = sorted({st.kernel for st in prog.steps})
     remap = {k: i for i, k in enumerate(used)}
     prog.kernels = [prog.kernels[k] for k in used]
