@@ -16,7 +16,7 @@ from ..errors import RET_ERROR, ConverterError
 
 DRIVERS_ATTR = "native_drivers"     # node attribute: the driver symbols the converter recorded for the node
 NAMES = ("runlist", "gemm", "conv_tiles", "conv_direct", "conv_pointwise", "conv_depthwise", "resize_linear",
-         "resize_nearest")
+         "resize_nearest", "depth_to_space", "pool2d")
 
 
 @dataclass(frozen=True)
