@@ -62,3 +62,26 @@ def is_patch(g: dict, node) -> bool:
     return (g["group"] == 1 and (g["kh"], g["kw"]) == (g["sh"], g["sw"]) and g["kh"] * g["kw"] >= PATCH_MIN_TAPS
             and g["kw"] * item >= PATCH_MIN_ROW_BYTES and dil == (1, 1) and not any(g["pads"])
             and g["h"] >= g["kh"] and g["w"] >= g["kw"])
+
+
+def _ints(attrs, name, default) -> tuple[int, ...]:
+    v = attrs.get(name)
+    return tuple(int(x) for x in (v if v is not None and len(v) else default))
+
+
+def conv_transpose_blocks(node) -> bool:
+    """A float32 2-D ConvTranspose with constant weights whose kernel equals its stride, without pads, output
+    padding, output shape or dilation, group 1: one GEMM whose ``[(m, kh, kw), h*w]`` blocks each go to one
+    output pixel (runtime/fast/patch.py ``conv_transpose_patches``: the GEMM and depth-to-space drivers)."""
+    if len(node.inputs) < 2 or dtype(node, 0) != "float32" or not is_const(node, 1):
+        return False
+    w = shape(node, 1)
+    if w is None or len(w) != 4:
+        return False
+    a = node.attrs
+    k = (int(w[2]), int(w[3]))
+    return (int(a.get("group", 1)) == 1 and not a.get("output_shape")
+            and _ints(a, "kernel_shape", k) == k and _ints(a, "strides", (1, 1)) == k
+            and not any(_ints(a, "pads", (0,) * 4)) and not any(_ints(a, "output_padding", (0, 0)))
+            and _ints(a, "dilations", (1, 1)) == (1, 1)
+            and a.get("auto_pad", "NOTSET") in ("NOTSET", "VALID", b"NOTSET", b"VALID"))

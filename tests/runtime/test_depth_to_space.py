@@ -155,6 +155,9 @@ def _node(op, x_shape, w_shape=None, dtype=DType.float32, **attrs):
 def test_select(node, want):
     assert (abi.SYMBOL in registry.select(node)) == want
     assert abi.SYMBOL in registry.candidates(node)
+    if node.op == "ConvTranspose":                       # its GEMM runs on the gemm drivers
+        from converter_lite.kernels.gemm.abi import GEMM_TILES_SYMBOL
+        assert (GEMM_TILES_SYMBOL in registry.select(node)) == want
 
 
 @pytest.mark.parametrize("k,bias", [((2, 2), True), ((2, 2), False), ((3, 3), True), ((3, 3), False),
@@ -177,4 +180,6 @@ def test_dynamic_conv_transpose_kernel_equal_to_stride(tmp_path, rng, k, bias):
     for shape in ((1, c, 6, 7), (2, c, 9, 4), (1, c, 1, 1), (2, c, 20, 33), (1, c, 6, 7)):
         x = rng.standard_normal(shape).astype(np.float32)
         assert _on_driver(m, 2, {"x": x}) == 1
+        plan = m._plan_for(m.check_feeds({"x": x}))          # the GEMM on the native tile driver too
+        assert any(getattr(c_, "tiles", None) is not None for c_ in plan.acquire().calls(2))
         np.testing.assert_allclose(m.run({"x": x})["y"], run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)

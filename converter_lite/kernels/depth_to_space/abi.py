@@ -14,7 +14,7 @@ bias added per output channel as it is scattered).
 
 ``desc``: ``FIELDS`` i64 words, then ``EXTRA`` word the entry point writes (space rows per chunk).
 """
-from ..node_facts import dtype, is_const, shape
+from ..node_facts import conv_transpose_blocks, dtype
 
 SYMBOL = "cl_depth_to_space_v1_x32"
 SYMBOLS = (SYMBOL,)
@@ -35,23 +35,3 @@ def select(node) -> tuple[str, ...]:
         return SYMBOLS if conv_transpose_blocks(node) else ()
     return ()
 
-
-def _ints(attrs, name, default) -> tuple[int, ...]:
-    v = attrs.get(name)
-    return tuple(int(x) for x in (v if v is not None and len(v) else default))
-
-
-def conv_transpose_blocks(node) -> bool:
-    """A float32 ConvTranspose that rearranges its GEMM's blocks: kernel == strides, no padding."""
-    if len(node.inputs) < 2 or dtype(node, 0) != "float32" or not is_const(node, 1):
-        return False
-    w = shape(node, 1)
-    if w is None or len(w) != 4:
-        return False
-    a = node.attrs
-    k = (int(w[2]), int(w[3]))
-    return (int(a.get("group", 1)) == 1 and not a.get("output_shape")
-            and _ints(a, "kernel_shape", k) == k and _ints(a, "strides", (1, 1)) == k
-            and not any(_ints(a, "pads", (0,) * 4)) and not any(_ints(a, "output_padding", (0, 0)))
-            and _ints(a, "dilations", (1, 1)) == (1, 1)
-            and a.get("auto_pad", "NOTSET") in ("NOTSET", "VALID", b"NOTSET", b"VALID"))

@@ -9,7 +9,7 @@ word may carry ``FLAG_WIDE`` (32-register tiles) and ``transB = PACKED`` reads B
 panels (ldb = the panel stride in floats).  The symbols carry the layouts' versions.
 """
 from ..blas import NO_TRANS, ROW_MAJOR, TRANS  # noqa: F401  (CBLAS flags the records and the sgemm take)
-from ..node_facts import conv_2d, dtype, is_patch
+from ..node_facts import conv_2d, conv_transpose_blocks, dtype, is_patch
 
 GEMM_TILES_SYMBOL = "cl_gemm_tiles_v1"      # the version of the tile-record layout
 SGEMM_SYMBOL = "cl_sgemm_v1"
@@ -23,12 +23,14 @@ KIND_DOUBLE, KIND_INT64 = 1, 2              # tile "kind" bits: dgemm, 64-bit BL
 PACKED = 150                                # transB: B packed in PANEL-column panels (not a CBLAS value)
 FLAG_WIDE = 1 << 16                         # in the order word: the sgemm may use its 32-register tiles
 PANEL = 32                                  # columns per packed panel (2 x 16-lane vectors)
-OPS = ("MatMul", "Gemm", "FusedMatMul", "Conv")
+OPS = ("MatMul", "Gemm", "FusedMatMul", "Conv", "ConvTranspose")
 
 
 def select(node) -> tuple[str, ...]:
     """MatMul/Gemm/FusedMatMul of float32 (tiles + the native sgemm) or float64 (tiles on numpy's CBLAS), and
-    patch-embedding Convs (one GEMM)."""
+    patch-embedding Convs and kernel = stride ConvTransposes (float32: one GEMM each)."""
+    if node.op == "ConvTranspose":
+        return SYMBOLS if conv_transpose_blocks(node) else ()
     if node.op == "Conv":
         g = conv_2d(node)
         if g is None or not is_patch(g, node):

@@ -18,6 +18,8 @@ the GEMM driver; every other Conv goes to ``fallback`` (conv.py's factory).
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ...kernels.depth_to_space.abi import SYMBOL as DEPTH_TO_SPACE
@@ -110,8 +112,10 @@ def conv_transpose_patches(ctx: NodeCtx) -> Impl | None:
     contiguous at load; ``X[n]`` read in place as ``[C, H*W]``) holds every value, and ``Z[n, (m, a, b), i, j]``
     goes to ``Y[n, m, i*kh + a, j*kw + b]`` plus ``B[m]``: ``Z`` is a CRD depth tensor of blocks ``kh x kw``, so for
     float32 the native depth-to-space driver (kernels/depth_to_space/, recorded on these nodes by the converter)
-    scatters it, bias added on the way, on the plan's threads (PP-OCRv4's detector, 2 threads: its two
-    ConvTransposes 0.92 -> 0.63 ms at 320x320, 4.7 -> 2.4 ms at 480x640, the GEMM now most of it); otherwise
+    scatters it, bias added on the way, on the plan's threads, after the native GEMM (kernels/gemm/, also
+    recorded on these nodes) computed ``Z`` on them (PP-OCRv4's detector, 2 threads: its two ConvTransposes
+    0.92 -> 0.63 ms at 320x320 and 4.7 -> 2.4 ms at 480x640 with the scatter, the GEMM on numpy's one thread
+    then most of it); otherwise
     (float64, a model converted before the driver) one numpy copy per tap, then the bias added.  The reference
     kernel scattered windows (2.2 ms for the detector's first one).  The converter expands these nodes when
     shapes are static (passes/expand/conv_transpose.py); this runs them in the plans of models with dynamic dims.
@@ -139,6 +143,7 @@ def conv_transpose_patches(ctx: NodeCtx) -> Impl | None:
     z_bytes = -(-n * m * kh * kw * h * wd * x.dtype.itemsize // ALIGN) * ALIGN
     b4 = None if bias is None else bias.reshape(1, m, 1, 1)
     address = ctx.native(DEPTH_TO_SPACE) if x.dtype == np.float32 else None
+    drivers = gemm_driver(ctx) if address else None
 
     def bind(ins, outs, ws, nt=1):
         xin, out = ins[0], outs[0]
@@ -148,11 +153,15 @@ def conv_transpose_patches(ctx: NodeCtx) -> Impl | None:
             b1 = None if bias is None else np.ascontiguousarray(bias, np.float32).reshape(m)
             desc = record(n, m, h, wd, kh, kw, "CRD", z, out, True, b1)
             scatter = rearrange_step(address, desc, nt, (ins, outs, z, b1, desc))
+            # Z = Wt @ X on the native GEMM, split across the plan's threads (numpy's held to one thread)
+            gemm = None if drivers is None else gemm_step(drivers, wt, xs, z, nt)
+            product = gemm if gemm is not None else partial(np.matmul, wt, xs, out=z)
 
             def run_native():
-                np.matmul(wt, xs, out=z)
+                product()
                 scatter()                               # Y = blocks of Z (+ B[m]), once per element
             run_native.conv_desc = desc                 # (what the step runs, for tests and tools)
+            run_native.tiles = getattr(gemm, "tiles", None)
             return run_native
         src = z.reshape(n, m, kh, kw, h, wd)
         dst = out.reshape(n, m, h, kh, wd, kw)
