@@ -27,12 +27,30 @@ def is_const(node, i: int) -> bool:
     return v is not None and getattr(v, "const", None) is not None
 
 
+_MEMO: list = [None, None]          # [node being selected for (registry.select), its conv_2d facts]
+
+
+def selecting(node) -> None:
+    """Starts (a node) or ends (None) one ``registry.select``: every conv driver's ``select`` asks ``conv_2d``
+    for the same node in turn, which then computes the facts once."""
+    _MEMO[:] = [node, None]
+
+
 def conv_2d(node) -> dict | None:
     """A 2-D Conv with constant 4-D weights: ``dtype``, ``c``, ``m``, ``group``, ``cg``, ``kh``, ``kw``, ``sh``,
-    ``sw``, ``pads``; else None."""
+    ``sw``, ``pads``; else None (the caller must not change the dict)."""
     if node.op != "Conv" or len(node.inputs) < 2:
         return None
-    x, w = shape(node, 0), shape(node, 1)
+    memo = _MEMO[:]
+    if memo[0] is node and memo[1] is not None:
+        return memo[1]
+    facts = _conv_2d(node, shape(node, 0), shape(node, 1))
+    if memo[0] is node:
+        _MEMO[:] = [node, facts]
+    return facts
+
+
+def _conv_2d(node, x, w) -> dict | None:
     if x is None or w is None or len(x) != 4 or len(w) != 4 or not is_const(node, 1):
         return None
     a = node.attrs

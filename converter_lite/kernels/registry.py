@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from ..errors import RET_ERROR, ConverterError
+from .node_facts import selecting
 
 DRIVERS_ATTR = "native_drivers"     # node attribute: the driver symbols the converter recorded for the node
 NAMES = ("runlist", "gemm", "conv_tiles", "conv_direct", "conv_pointwise", "conv_depthwise", "resize_linear",
@@ -53,7 +54,11 @@ WITH_EPILOGUE: frozenset[str] = frozenset(s for d in DRIVERS if d.epilogue for s
 
 def select(node) -> tuple[str, ...]:
     """Every driver symbol ``node`` may run on, in registry order."""
-    return tuple(s for d in DRIVERS for s in d.select(node))
+    selecting(node)
+    try:
+        return tuple(s for d in DRIVERS for s in d.select(node))
+    finally:
+        selecting(None)
 
 
 def candidates(node) -> tuple[str, ...]:

@@ -288,17 +288,36 @@ class _Clusterer:
                     return None
                 p, pre, t = row_form(sig)
                 if p:
-                    if pre != prefix or len(sig) != rank:
+                    if pre != prefix or len(sig) != rank + self._dropped(node, len(sig), p):
                         return None
                     continue
                 shape = sig
-            if len(shape) > len(tail):
+            if len(shape) > len(tail) and (v.const is None or any(d != 1 for d in shape[:len(shape) - len(tail)])):
                 return None                              # a static operand broadcasting over the rows too
+            # (a constant's leading 1s over the rows broadcast trivially: outline drops them, e.g. a bias
+            # [1, 1, 64] added to [batch, 2048, 64])
         if node.op in PER_CHANNEL and (len(prefix) != 1 or len(node.outputs) != 1):
             return None
+        x = node.inputs[0] if node.inputs else None
+        if OPS[node.op].kind == OpKind.REDUCE and x is not None and self.sigs.get(id(x)) is not None:
+            rank = len(self.sigs[id(x)])                  # a reduction's axes count in its input
         if not self._axes_in_tail(node, rank, len(prefix)):
             return None
         return prefix
+
+    @staticmethod
+    def _dropped(node: Node, rank: int, p: int) -> int:
+        """How many axes of its rank-``rank`` input a reduction without keepdims drops (all in the tail, past
+        the ``p`` row axes: ``_axes_in_tail`` checks them); 0 for any other node."""
+        if OPS[node.op].kind != OpKind.REDUCE or node.attrs.get("keepdims", 1) or node.op not in REDUCE_LAST:
+            return 0
+        axes = _reduce_axes(node)
+        if axes is None:
+            return -1                                 # (all axes, rows included: never fits)
+        try:
+            return len({normalize_axis(a, rank) for a in axes})
+        except Exception:   # noqa: BLE001  (a malformed axis: leave the node unfused, its kernel reports it)
+            return -1
 
     @staticmethod
     def _axes_in_tail(node: Node, rank: int, p: int) -> bool:
@@ -393,7 +412,12 @@ def outline(graph: Graph, key: tuple, nodes: list[Node], sigs: dict[int, tuple],
             if v is None or id(v) in produced or id(v) in mapping:
                 continue
             if v.const is not None:
-                mapping[id(v)] = Value(v.name, v.type, v.const)
+                c = v.const
+                if key[0] == "rows" and OPS[n.op].kind in (OpKind.ELEMWISE, OpKind.BROADCAST):
+                    tail = len(row_form(sigs[id(n.outputs[0])])[2])
+                    while c.ndim > tail and c.shape[0] == 1:      # leading 1s over the rows (node_rows)
+                        c = c.reshape(c.shape[1:])
+                mapping[id(v)] = Value(v.name, TensorType.of(c) if c is not v.const else v.type, c)
                 continue
             nv = Value(v.name, TensorType(v.type.dtype, nominal(sigs[id(v)])))
             mapping[id(v)] = nv

@@ -53,7 +53,10 @@ def test_probes_tell_dynamic_dims_and_symbols():
 def test_mlp_fuses_into_one_row_kernel(tmp_path):
     proto = mlp_model()
     path = converter_lite.convert(proto, str(tmp_path / "m"), **OPT2)
-    (k,) = _row_kernels(path)
+    # the row kernel of the MLP, and the final ReduceSum (no keepdims) past the Reshape in one of its own
+    k, *rest = sorted(_row_kernels(path), key=lambda k: -len(k.attrs["source_nodes"]))
+    assert len(rest) <= 1 and all(len(r.attrs["source_nodes"]) == 1 and "ReduceSum" in r.attrs["source_nodes"][0]
+                                  for r in rest), [r.attrs["source_nodes"] for r in rest]
     assert k.attrs["rows"]["lead"] == 2
     assert {"Sigmoid", "ReduceMean", "Div"} <= {n.split("_")[0] for n in k.attrs["source_nodes"]} or \
         len(k.attrs["source_nodes"]) >= 8
@@ -295,3 +298,22 @@ def test_window_pad_of_a_dynamic_value_is_not_a_window():
     x, y = Value("x", TensorType(DType.float32, None)), Value("y", TensorType(DType.float32, None))
     pads = Value("p", const=np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))
     assert window_pad(Node("Pad", [x, pads], [y], {"mode": "constant"})) is False
+
+
+def test_row_kernels_take_leading_one_constants_and_rank_dropping_reductions(tmp_path):
+    """Exporters' layer norms (magika's jax2tf export): a bias [1, 1, 64] added to [batch, 2048, 64] (its leading
+    1s broadcast over the rows) and ReduceSum over the middle axis without keepdims; both join the row kernel
+    instead of running on numpy."""
+    rng = np.random.default_rng(4)
+    nodes = [oh.make_node("Add", ["x", "bias"], ["a"]), oh.make_node("Tanh", ["a"], ["t"]),
+             oh.make_node("Mul", ["t", "t"], ["sq"]),
+             oh.make_node("ReduceSum", ["sq", "ax"], ["s"], keepdims=0),
+             oh.make_node("Sqrt", ["s"], ["y"])]
+    proto = make_model(nodes, [tensor_info("x", F, ["batch", 24, 8])], [tensor_info("y", F, None)],
+                       {"bias": rng.standard_normal((1, 1, 8)).astype(F), "ax": np.array([1], np.int64)})
+    path = converter_lite.convert(proto, str(tmp_path / "ln"), **OPT2)
+    kernels = _row_kernels(path)
+    fused = {s.split("_")[0] for k in kernels for s in k.attrs["source_nodes"]}
+    assert {"Add", "ReduceSum", "Sqrt"} <= fused, fused
+    assert not [n.op for n in load_model(path).graph.nodes if n.op != "GraphKernel"]
+    _check(proto, path, [(1, 24, 8), (3, 24, 8), (0, 24, 8), (17, 24, 8)])
