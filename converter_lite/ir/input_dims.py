@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ..errors import RET_INPUT_PARAM_INVALID, ConverterError
 
 METADATA_KEY = "input_dims"
+WARM_KEY = "warm_shapes"        # small input shapes the model admits: a warm-up plan at load (runtime/model.py)
 
 
 @dataclass(frozen=True)

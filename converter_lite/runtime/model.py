@@ -38,7 +38,7 @@ import numpy as np
 from ..errors import RET_INPUT_PARAM_INVALID, RET_MEMORY_FAILED, ConverterError
 from ..ir.core import Node, TensorType
 from ..ir.dtype import DType
-from ..ir.input_dims import InputDims
+from ..ir.input_dims import WARM_KEY, InputDims
 from ..model.format import LoadedModel, load_model
 from ..ops.control_flow import DEFAULT_MAX_ITERATIONS
 from .plan import Plan
@@ -102,10 +102,26 @@ class Model:
             self._shape_plans = ShapePlans(loaded.graph, dynamic, lambda g, shared: Plan(
                 g, resolve, num_threads=num_threads, adaptive=adaptive_threads,
                 max_loop_iterations=max_loop_iterations, shared=shared))
+            if not self._generic_first:
+                self._warm_up(loaded.graph.metadata.get(WARM_KEY))
         self._reshaper = Reshaper.of(loaded, {v.name: v.type.shape for v in loaded.graph.inputs},
                                      lambda p: Model(load_model(p), num_threads, native, adaptive_threads,
                                                      trust_native_code, toolchain, max_loop_iterations),
                                      getattr(toolchain, "reconvert", None))
+
+    def _warm_up(self, warm: str | None) -> None:
+        """Packs the weights and runs the code paths at load, with a plan at small shapes the converter found
+        the model admits (shape_plans.ShapePlans.warm_up), zeros for inputs."""
+        shapes = json.loads(warm) if warm else None
+        if not isinstance(shapes, dict) or any(not t.is_tensor or t.dtype is DType.string for t in self.input_types):
+            return
+        inputs = []
+        for name, t in zip(self.input_names, self.input_types):
+            shape = shapes.get(name, t.shape)
+            if shape is None:
+                return
+            inputs.append(np.zeros(tuple(int(d) for d in shape), t.dtype.np))
+        self._shape_plans.warm_up(tuple(inputs[p].shape for p in self._dyn_pos), inputs)
 
     @property
     def uses_native_code(self) -> bool:

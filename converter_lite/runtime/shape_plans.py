@@ -83,6 +83,25 @@ class ShapePlans:
                 self._plans.popitem(last=False)
         return plan
 
+    def warm_up(self, shapes: tuple, inputs: list) -> bool:
+        """Builds a plan for ``shapes`` and runs it on ``inputs`` once, keeping neither: the weights it packed
+        stay packed for every later plan (kernels/packing.py), its code paths have run.  A model of fixed
+        shapes does this work at load; a model with dynamic dims does it here, at load, at small shapes the
+        converter found it admits (``warm_shapes`` metadata, passes/fuse/dynamic.py), instead of in its first
+        run.  False when the model rejects them (the first run then pays)."""
+        from ..errors import ConverterError
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            plan = self._make_plan(concretize(self.graph, dict(zip(self.dynamic, shapes))), self.arena)
+            plan.execute(inputs)
+            return True
+        except (ConverterError, ValueError, TypeError, IndexError, ArithmeticError):
+            return False
+        finally:
+            if enabled:
+                gc.enable()
+
     def first_sight(self, shapes: tuple) -> bool:
         """True the first time ``shapes`` (no plan yet, no input over ``GENERIC_MAX_ELEMENTS`` elements) is
         asked for: that run may take the generic plan (``generic_ok``), and the plan for the shapes is built when

@@ -319,3 +319,24 @@ def test_a_shape_seen_once_runs_on_the_generic_plan(converted):
     assert_close(out, run_ort(proto, {"x": x2})[0], rtol=1e-4, atol=1e-4)
     model.resize({"x": (1, 35, 8)})
     assert model._shape_plans.built == 3
+
+
+def test_a_conv_model_warms_up_at_load(converted, monkeypatch):
+    """The converter records small shapes the model admits (passes/fuse/dynamic.py ``warm_shapes``); a model whose
+    first runs are planned (convolutions) builds and runs a plan at them when it loads, so its weights are packed
+    before the first run (shape_plans.ShapePlans.warm_up); the warm-up plan is not kept."""
+    from converter_lite.model.format import load_model
+    from converter_lite.runtime.shape_plans import ShapePlans
+    proto, path = converted["conv"]
+    warm = json.loads(load_model(path).graph.metadata["warm_shapes"])
+    assert warm["x"][1] == 3 and all(d <= 32 for d in warm["x"])
+    calls = []
+    real = ShapePlans.warm_up
+    monkeypatch.setattr(ShapePlans, "warm_up", lambda self, *a: calls.append(a[0]) or real(self, *a))
+    model = converter_lite.load(path)
+    assert calls == [(tuple(warm["x"]),)] and model._shape_plans.built == 0 and not model._shape_plans.cached()
+    x = np.random.default_rng(9).standard_normal((2, 3, 12, 17)).astype(F)
+    assert_close(model.run({"x": x})["y"], run_ort(proto, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    calls.clear()
+    converter_lite.load(converted["attention"][1])      # a generic first run needs no warm-up
+    assert calls == []

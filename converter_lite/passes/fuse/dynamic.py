@@ -29,12 +29,13 @@ of an NCHW tensor with a dynamic height; attention scores over a dynamic key axi
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import numpy as np
 
 from ...ir.core import Graph, Node, TensorType, Value
-from ...ir.input_dims import METADATA_KEY, Dim, InputDims
+from ...ir.input_dims import METADATA_KEY, WARM_KEY, Dim, InputDims
 from ...ops.registry import OPS, OpKind, infer_types, normalize_axis
 from ..base import Pass, PassContext
 from ..expand.expand_pass import ExpandOpsPass
@@ -145,6 +146,41 @@ def fit_probes(graph: Graph, dims: InputDims, budget: int | None = None) -> tupl
 
 class _OutOfBudget(Exception):
     pass
+
+
+WARM_SIZES = (1, 2, 4, 8, 16, 32)      # tried, smallest first, for each dynamic dim of the warm-up shapes
+
+
+def warm_shapes(graph: Graph, dims: InputDims, known: dict | None = None) -> dict | None:
+    """Small input shapes the model admits, for a warm-up plan when it loads (runtime/model.py): building a
+    first plan packs the weights for the drivers and runs each code path once, which a model of fixed shapes
+    does at load; without it the first run at the user's first shape pays for them too (PP-OCR's recogniser:
+    ~13 ms of weight packing).  From the first probe shapes that infer, each symbol in turn takes the smallest
+    of ``WARM_SIZES`` (within its range) with which the graph still infers; ``known``: input shapes known to
+    infer (``fit_probes``'), tried first; None when none infers."""
+    from ...errors import ConverterError
+    from ...runtime.concretize import concretize
+
+    def fits(val: dict) -> bool:
+        try:
+            concretize(graph, _shapes(dims, val), {})
+            return True
+        except ConverterError:
+            return False
+    syms = _symbols(dims)
+    starts = [] if known is None else [{d.name: known[n][a] for n, ds in dims.dims.items()
+                                        for a, d in enumerate(ds) if isinstance(d, Dim)}]
+    start = next((v for v in starts + [v[0] for v in _probe_values(syms)] if fits(v)), None)
+    if start is None:
+        return None
+    for s in syms:
+        for c in WARM_SIZES:
+            if c >= start[s.name]:
+                break
+            if s.admits(c) and fits({**start, s.name: c}):
+                start = {**start, s.name: c}
+                break
+    return {n: list(shape) for n, shape in _shapes(dims, start).items()}
 
 
 def signatures(graph: Graph, probes: list[dict]) -> dict[int, tuple] | None:
@@ -543,22 +579,23 @@ def _warn_shape_branches(graph: Graph, ctx: PassContext) -> None:
         ctx.count("dynamic_fusion/shape_branches", len(found))
 
 
-def _fit(graph: Graph, dims: InputDims) -> tuple[dict[int, tuple] | None, Callable[[int], str] | None]:
+def _fit(graph: Graph, dims: InputDims) -> tuple[dict[int, tuple] | None, Callable[[int], str] | None,
+                                                  dict | None]:
     """The signatures at the pair ``fit_probes`` finds and what to say of the dim it sized (given the number of
-    kernels fused); (None, None) without one."""
+    kernels fused), and the first input shapes of the pair; (None, None, None) without one."""
     found = fit_probes(graph, dims)
     sigs = None if found is None else signatures(graph, [found[0]])
     if sigs is None:
-        return None, None
+        return None, None, None
     _, sym, (v0, v1) = found
     where = ", ".join(f"input {n!r} dim {a}" for n, ds in dims.dims.items() for a, d in enumerate(ds)
                       if isinstance(d, Dim) and d.name == sym.name)
     if v0 == v1:
         return sigs, lambda n: (f"{where} ({sym.name!r}) only fits {v0} of the common sizes tried; {n} kernel(s) "
-                                f"fused for that value (run with --inputShape to declare it)")
+                                f"fused for that value (run with --inputShape to declare it)"), found[0][0]
     return sigs, lambda n: (f"{where} ({sym.name!r}) fits none of the probe sizes but fits {v0} and {v1}; {n} "
                             f"kernel(s) fused with it dynamic at those (--inputShape declaring the sizes it takes "
-                            f"is surer)")
+                            f"is surer)"), found[0][0]
 
 
 @register_pass
@@ -570,9 +607,9 @@ class DynamicFusionPass(Pass):
         if dims is None:
             return False
         _warn_shape_branches(graph, ctx)
-        sigs, note = signatures(graph, probe_shapes(graph, dims)), None
+        sigs, note, known = signatures(graph, probe_shapes(graph, dims)), None, None
         if sigs is None:
-            sigs, note = _fit(graph, dims)
+            sigs, note, known = _fit(graph, dims)
         if sigs is None:
             ctx.log.info("dynamic_fusion: no probe shape fits the model's dynamic dims, nor common sizes of any one "
                          "of them; it runs unfused (fix dims it constrains with --inputShape, ranges included)")
@@ -583,6 +620,9 @@ class DynamicFusionPass(Pass):
                 count += 1
         if count:
             ctx.count(self.name, count)
+            warm = warm_shapes(graph, dims, known)
+            if warm is not None:
+                graph.metadata[WARM_KEY] = json.dumps(warm)
         if note:
             ctx.log.info("dynamic_fusion: %s", note(count))
             ctx.count("dynamic_fusion/sized_dims", 1)
