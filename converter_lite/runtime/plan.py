@@ -7,6 +7,8 @@
    zero-copy views for reshapes);
 2. ``concat_views.concat_views`` makes the inputs of a Concat whose output holds them as contiguous blocks
    views of that output, so their steps write the result and the copy step goes (not in control-flow bodies);
+   and ``transpose_views.transpose_views`` lets batched MatMuls read a Transpose's input through a strided
+   view instead of a copy;
 3. ``arena.plan_memory`` decides in-place reuse and gives every buffer an offset in one arena, buffers whose
    lifetimes do not intersect sharing bytes;
 4. an ``Executor`` allocates the arena and one scratch area, makes every value's array (a view into the arena,
@@ -48,6 +50,7 @@ from ..kernels.runlist.abi import RUN_SYMBOL
 from ..kernels.runlist.bind import batch
 from .arena import ALIGN, plan_memory
 from .concat_views import concat_views
+from .transpose_views import transpose_views
 from .shared_arena import SharedArena
 from .program import KernelEntry, Program, lower
 from .threads import ThreadChooser, blas_enter, blas_exit
@@ -92,6 +95,7 @@ class Plan:
                                       lambda node: control_flow_impl(node, body_plan, **bound))
         if not inner:
             concat_views(self.program)
+            transpose_views(self.program)
         self.memory = plan_memory(self.program, keep_inputs=inner)
         self.kernels: list[KernelEntry] = self.program.kernels
         self.steps = [Step(s.node, s.impl.native, s.kernel, s.inputs, s.outputs) for s in self.program.steps]
@@ -217,6 +221,9 @@ class Executor:
             elif not v.dynamic:
                 r = prog.root(vid)
                 if r not in mem.offsets:               # written by no step (a dropped one)
+                    continue
+                if v.perm is not None:                 # (its base's array is made first: lower numbers it)
+                    arrays[vid] = arrays[v.base].transpose(v.perm)
                     continue
                 off = mem.offsets[r] + prog.root_offset(vid)
                 arrays[vid] = self.arena[off:off + v.nbytes].view(v.dtype).reshape(v.shape)

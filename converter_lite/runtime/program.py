@@ -7,7 +7,8 @@ Values (``PValue``) are one of:
 * a **buffer**: static shape, written by a step (or a graph input copied in); the arena holds it;
 * a **view** of another value (``base``, byte ``offset``): same bytes, C-contiguous, no step runs for it
   (Reshape/Flatten/Squeeze/Unsqueeze/Identity, leading-axis Slice/Split, no-op Pad/Expand/Cast, and outputs
-  written in place of an input);
+  written in place of an input); or its base transposed (``perm``: strided, for readers that take strides,
+  transpose_views.py);
 * **dynamic**: shape unknown until run time (data-dependent ops); held in a per-run cell, run by the reference
   kernels only.
 
@@ -45,6 +46,7 @@ class PValue:
     offset: int = 0                   # ... starting this many bytes into it
     tail: int = 0                     # bytes reserved right after a buffer for one reader's use (see NodeCtx)
     kind: str = "tensor"              # ir.core.KINDS: sequences and optionals are always dynamic
+    perm: tuple[int, ...] | None = None   # a view that is its base transposed (strided: transpose_views.py)
 
     @property
     def nbytes(self) -> int:
