@@ -1,9 +1,10 @@
 """`make bench` section: dynamic shapes (issue 17).
 
-Each model with dynamic input dims is converted once without ``--inputShape`` (at opt_level 2) and loaded once;
-then, at each of its shapes:
+Each model with dynamic input dims is converted once without ``--inputShape`` (at opt_level 2) and loaded
+``FIRST_SAMPLES`` times; then, at each of its shapes:
 * **first run**: the first ``Model.run`` at a shape the model has not run before, after ``IDLE`` seconds with no
-  engine running, against the bound ``3 x steady + 5 ms``: shape inference, the plan for the shape and the run
+  engine running, the median over ``FIRST_SAMPLES`` loads of the model that run the shapes in the same order,
+  against the bound ``3 x steady + 5 ms``: shape inference, the plan for the shape and the run
   (runtime/shape_plans.py), or, for a model whose generic plan is cheap (the transformers), the run on that;
 * **second run**: the next run at that shape (where the transformers build the shape's plan);
 * **steady**: the dynamic model, the same model converted with ``--inputShape`` fixed to that shape, and
@@ -31,6 +32,7 @@ from .bench_timing import QUICK, Budget, interleave
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IDLE = 0.1          # seconds of idle before a first run (onnxruntime's threads spin on after its last run)
+FIRST_SAMPLES = 3   # loads of each model whose first runs at a shape give the median reported
 MODELS = os.path.join(ROOT, "models")
 
 
@@ -126,19 +128,25 @@ def measure(threads: int = 2, quick: bool = False, only: set[str] | None = None)
             dyn_ms = converter_lite.convert(path, os.path.join(tmp, name.split()[0]),
                                             graph_kernel_flags="--opt_level=2", **opts)
             convert_s = time.perf_counter() - t0
-            model = converter_lite.load(dyn_ms, num_threads=threads, adaptive_threads=False)
+            # FIRST_SAMPLES loads of the model, each running the shapes in the same order: a first run is one
+            # sample on a noisy machine, so each figure is the median of the loads' first (second) runs
+            loads = [converter_lite.load(dyn_ms, num_threads=threads, adaptive_threads=False)
+                     for _ in range(FIRST_SAMPLES)]
+            model = loads[0]
             kernels = sum(n.op == "GraphKernel" for n in model.graph.nodes)
             fresh = _fresh_process(dyn_ms, path, [make(rng, *s) for s in shapes], threads, tmp)
             for shape in shapes:
                 feeds = make(rng, *shape)
-                time.sleep(IDLE)            # the previous block's onnxruntime threads stop spinning
-                t0 = time.perf_counter()
-                model.run(feeds)
-                first_ms = (time.perf_counter() - t0) * 1e3
-                time.sleep(IDLE)
-                t0 = time.perf_counter()
-                model.run(feeds)                # a transformer builds the shape's plan now (shape_plans.py)
-                second_ms = (time.perf_counter() - t0) * 1e3
+                runs = []
+                for m in loads:
+                    times = []
+                    for _ in range(2):      # the first run at the shape, then the second (transformers plan)
+                        time.sleep(IDLE)    # the previous block's onnxruntime threads stop spinning
+                        t0 = time.perf_counter()
+                        m.run(feeds)
+                        times.append((time.perf_counter() - t0) * 1e3)
+                    runs.append(times)
+                first_ms, second_ms = (float(np.median([r[i] for r in runs])) for i in range(2))
                 static_ms = converter_lite.convert(path, os.path.join(tmp, name.split()[0] + "_static"),
                                                    graph_kernel_flags="--opt_level=2",
                                                    input_shape={k: v.shape for k, v in feeds.items()})
