@@ -1,6 +1,6 @@
 """Module-internal definitions shared by the support drivers (sgemm, conv_direct, conv_pointwise,
-conv_depthwise): get-or-create an internal function, a constant table of function pointers, and a driver's
-exported entry point, and a software prefetch.
+conv_depthwise, ...): get-or-create an internal function, a constant table of function pointers, a driver's
+exported entry point (and one that cuts rows into chunks for the thread pool), and a software prefetch.
 
     fn = internal_function(module, "cl_x.mk4", MK_TYPE, noalias=(0, 2))
     if not fn.is_declaration:
@@ -9,11 +9,11 @@ exported entry point, and a software prefetch.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from llvmlite import ir
 
-from .types import BYTE_PTR, I64, VOID
+from .types import BYTE_PTR, BYTE_PTR_PTR, I64, VOID
 
 
 def internal_function(module: ir.Module, name: str, fnty: ir.FunctionType, noalias: Iterable[int] = ()
@@ -49,6 +49,28 @@ def driver_entry(module: ir.Module, symbol: str) -> tuple[ir.Function, ir.IRBuil
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     one = ir.Constant(I64, 1)
     return fn, b, desc, b.select(b.icmp_signed("<", nthreads, one), one, nthreads)
+
+
+def chunked_entry(module: ir.Module, symbol: str, body: ir.Function, units: Callable, slot: int,
+                  per_thread: int, least: Callable | None = None) -> ir.Function:
+    """A driver's exported entry point (``driver_entry``) running the pool body ``body`` over ``units(b, d)``
+    units of work (``d``: the record as ``i64*``), cut into about ``per_thread`` chunks per thread of at least
+    ``least(b, d)`` units (default 1); the units per chunk go to record word ``slot``, where the body reads
+    them.  Nothing runs for no units."""
+    from .threadpool import declare_pool
+    from .vector import I64P, c64, cdiv
+    pool = declare_pool(module)
+    fn, b, desc, nt = driver_entry(module, symbol)
+    d = b.bitcast(desc, I64P)
+    n = units(b, d)
+    per_chunk = cdiv(b, n, b.mul(nt, c64(per_thread)))
+    low = c64(1) if least is None else least(b, d)
+    per_chunk = b.select(b.icmp_signed("<", per_chunk, low), low, per_chunk)
+    b.store(per_chunk, b.gep(d, [c64(slot)]))
+    with b.if_then(b.icmp_signed(">", n, c64(0))):
+        b.call(pool, [body, b.bitcast(desc, BYTE_PTR_PTR), cdiv(b, n, per_chunk), nt])
+    b.ret_void()
+    return fn
 
 
 def prefetch(module: ir.Module, b: ir.IRBuilder, ptr: ir.Value) -> None:

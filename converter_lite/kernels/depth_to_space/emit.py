@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...codegen.internal import driver_entry
+from ...codegen.internal import chunked_entry
 from ...codegen.loops import for_range
-from ...codegen.threadpool import BODY_TYPE, declare_pool
-from ...codegen.types import BYTE_PTR_PTR, F32, I32
+from ...codegen.threadpool import BODY_TYPE
+from ...codegen.types import F32, I32
 from ...codegen.vector import I64P, c64, cdiv, smin
 from .abi import EXTRA, FIELDS
 from .abi import SYMBOL as DEPTH_TO_SPACE_SYMBOL
@@ -114,21 +114,17 @@ def _emit_body(module: ir.Module) -> ir.Function:
 
 def emit_depth_to_space(module: ir.Module) -> ir.Function:
     """Defines ``cl_depth_to_space_v1_x32(i8* desc, i64 nthreads)`` (see the module doc) in ``module``."""
-    body = _emit_body(module)
-    pool = declare_pool(module)
-    fn, b, desc, nt = driver_entry(module, DEPTH_TO_SPACE_SYMBOL)
-    d = b.bitcast(desc, I64P)
-    f = {name: b.load(b.gep(d, [c64(_F[name])])) for name in ("n", "c", "hd", "wd", "bh", "bw")}
-    units = b.mul(b.mul(f["n"], f["c"]), b.mul(f["hd"], f["bh"]))
-    ws = b.mul(f["wd"], f["bw"])
-    rpc = cdiv(b, units, b.mul(nt, c64(CHUNKS_PER_THREAD)))
-    least = cdiv(b, c64(MIN_CHUNK), b.select(b.icmp_signed("<", ws, c64(1)), c64(1), ws))
-    rpc = b.select(b.icmp_signed("<", rpc, least), least, rpc)
-    b.store(rpc, b.gep(d, [c64(len(FIELDS))]))
-    with b.if_then(b.icmp_signed(">", units, c64(0))):
-        b.call(pool, [body, b.bitcast(desc, BYTE_PTR_PTR), cdiv(b, units, rpc), nt])
-    b.ret_void()
-    return fn
+    def field(b, d, name):
+        return b.load(b.gep(d, [c64(_F[name])]))
+
+    def units(b, d):                                   # space rows
+        return b.mul(b.mul(field(b, d, "n"), field(b, d, "c")), b.mul(field(b, d, "hd"), field(b, d, "bh")))
+
+    def least(b, d):                                   # rows of at least MIN_CHUNK elements
+        ws = b.mul(field(b, d, "wd"), field(b, d, "bw"))
+        return cdiv(b, c64(MIN_CHUNK), b.select(b.icmp_signed("<", ws, c64(1)), c64(1), ws))
+    return chunked_entry(module, DEPTH_TO_SPACE_SYMBOL, _emit_body(module), units, len(FIELDS), CHUNKS_PER_THREAD,
+                         least)
 
 
 assert EXTRA == 1                         # space rows per chunk, written by the entry point

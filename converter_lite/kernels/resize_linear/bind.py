@@ -29,6 +29,18 @@ def _axis(attrs, n_in: int, n_out: int, scale, start, end) -> tuple[np.ndarray, 
     return idx.astype(np.int64), w.astype(np.float32)
 
 
+def node_geometry(ctx) -> tuple | None:
+    """``resize_geometry`` of ``ctx``'s Resize node (its roi/scales/sizes constants), or None when one of them is
+    computed at run time or the reference rejects them."""
+    consts = [ctx.const(i) if i < len(ctx.ins) else None for i in (1, 2, 3)]
+    if any(i < len(ctx.ins) and ctx.value(i) is not None and c is None for i, c in zip((1, 2, 3), consts)):
+        return None
+    try:
+        return resize_geometry(ctx.attrs, ctx.value(0).shape, *consts)
+    except KernelError:
+        return None
+
+
 def linear_resize(ctx):
     address = ctx.native(SYMBOL)
     x, y = ctx.value(0), ctx.out()
@@ -37,13 +49,10 @@ def linear_resize(ctx):
             or attrs.get("mode", "nearest") != "linear" or attrs.get("antialias", 0)
             or attrs.get("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize"):
         return None
-    consts = [ctx.const(i) if i < len(ctx.ins) else None for i in (1, 2, 3)]
-    if any(i < len(ctx.ins) and ctx.value(i) is not None and c is None for i, c in zip((1, 2, 3), consts)):
+    geometry = node_geometry(ctx)
+    if geometry is None:
         return None
-    try:
-        out, scale, start, end = resize_geometry(attrs, x.shape, *consts)
-    except KernelError:
-        return None
+    out, scale, start, end = geometry
     shape = tuple(x.shape)
     if tuple(out) != tuple(y.shape) or tuple(out[:-2]) != shape[:-2] or shape[-1] > MAX_WIDTH or 0 in shape \
             or 0 in out:
@@ -57,13 +66,20 @@ def linear_resize(ctx):
               "cols": aligned((2, ow), np.int32), "wcols": aligned((2, ow), np.float32)}
     tables["rows"][...], tables["wrows"][...] = rows
     tables["cols"][...], tables["wcols"][...] = cols[0].T, cols[1].T
+    return planes_binder(address, FIELDS, EXTRA, shape, (oh, ow), tables)
+
+
+def planes_binder(address: int, fields: tuple, extra: int, shape: tuple, out: tuple, tables: dict):
+    """The plan step's ``bind`` of a Resize driver over ``[planes, h, w] -> [planes, oh, ow]`` (this one and
+    kernels/resize_nearest/): the record's ``fields`` from the shapes, the arrays' addresses and ``tables``'."""
     planes = int(np.prod(shape[:-2], dtype=np.int64))
+    (h, w), (oh, ow) = shape[-2:], out
 
     def bind(ins, outs, ws, nt=1):
-        desc = np.zeros(len(FIELDS) + EXTRA, np.int64)
+        desc = np.zeros(len(fields) + extra, np.int64)
         vals = {"planes": planes, "h": h, "w": w, "oh": oh, "ow": ow, "x": ins[0].ctypes.data,
                 "y": outs[0].ctypes.data, **{k: t.ctypes.data for k, t in tables.items()}}
-        for i, name in enumerate(FIELDS):
+        for i, name in enumerate(fields):
             desc[i] = vals[name]
         return call_driver(address, desc, max(1, nt), (ins, outs, tables, desc))
     return bind

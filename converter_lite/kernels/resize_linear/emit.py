@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...codegen.internal import driver_entry
+from ...codegen.internal import chunked_entry
 from ...codegen.loops import for_range
-from ...codegen.threadpool import BODY_TYPE, declare_pool
-from ...codegen.types import BYTE_PTR_PTR, F32, I32, I64
-from ...codegen.vector import FP, I64P, c64, cdiv, smin
+from ...codegen.threadpool import BODY_TYPE
+from ...codegen.types import F32, I32, I64
+from ...codegen.vector import FP, I64P, c64, smin
 from .abi import EXTRA, FIELDS, MAX_WIDTH
 from .abi import SYMBOL as RESIZE_LINEAR_SYMBOL
 
@@ -74,18 +74,14 @@ def _emit_body(module: ir.Module) -> ir.Function:
 
 def emit_resize_linear(module: ir.Module) -> ir.Function:
     """Defines ``cl_resize_linear_v1_f32(i8* desc, i64 nthreads)`` (see the module doc) in ``module``."""
-    body = _emit_body(module)
-    pool = declare_pool(module)
-    fn, b, desc, nt = driver_entry(module, RESIZE_LINEAR_SYMBOL)
-    d = b.bitcast(desc, I64P)
-    units = b.mul(b.load(b.gep(d, [c64(_F["planes"])])), b.load(b.gep(d, [c64(_F["oh"])])))
-    want = b.mul(nt, c64(CHUNKS_PER_THREAD))
-    rpc = cdiv(b, units, want)
-    rpc = b.select(b.icmp_signed("<", rpc, c64(1)), c64(1), rpc)
-    b.store(rpc, b.gep(d, [c64(len(FIELDS))]))
-    b.call(pool, [body, b.bitcast(desc, BYTE_PTR_PTR), cdiv(b, units, rpc), nt])
-    b.ret_void()
-    return fn
+    return chunked_entry(module, RESIZE_LINEAR_SYMBOL, _emit_body(module), plane_rows, len(FIELDS),
+                         CHUNKS_PER_THREAD)
+
+
+def plane_rows(b: ir.IRBuilder, d) -> ir.Value:
+    """Output rows of all planes (the units of work of this driver and kernels/resize_nearest/: records whose
+    ``planes`` and ``oh`` words are at the same places)."""
+    return b.mul(b.load(b.gep(d, [c64(_F["planes"])])), b.load(b.gep(d, [c64(_F["oh"])])))
 
 
 assert EXTRA == 1                         # rows per chunk, written by the entry point

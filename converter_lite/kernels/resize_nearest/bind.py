@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.nn_resize import axis_taps, resize_geometry
-from ...ops.registry import KernelError
-from ..native_call import aligned, call_driver
+from ...ops.nn_resize import axis_taps
+from ..native_call import aligned
+from ..resize_linear.bind import node_geometry, planes_binder
 from .abi import EXTRA, FIELDS, SYMBOL
 
 
@@ -35,13 +35,10 @@ def nearest_resize(ctx):
             or attrs.get("mode", "nearest") != "nearest"
             or attrs.get("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize"):
         return None
-    consts = [ctx.const(i) if i < len(ctx.ins) else None for i in (1, 2, 3)]
-    if any(i < len(ctx.ins) and ctx.value(i) is not None and c is None for i, c in zip((1, 2, 3), consts)):
+    geometry = node_geometry(ctx)
+    if geometry is None:
         return None
-    try:
-        out, scale, start, end = resize_geometry(attrs, x.shape, *consts)
-    except KernelError:
-        return None
+    out, scale, start, end = geometry
     shape = tuple(x.shape)
     if tuple(out) != tuple(y.shape) or tuple(out[:-2]) != shape[:-2] or 0 in shape or 0 in out \
             or max(shape[-1], out[-1]) >= 1 << 31:
@@ -53,13 +50,4 @@ def nearest_resize(ctx):
         return None
     tables = {"rows": aligned((oh,), np.int64), "cols": aligned((ow,), np.int32)}
     tables["rows"][...], tables["cols"][...] = rows, cols
-    planes = int(np.prod(shape[:-2], dtype=np.int64))
-
-    def bind(ins, outs, ws, nt=1):
-        desc = np.zeros(len(FIELDS) + EXTRA, np.int64)
-        vals = {"planes": planes, "h": h, "w": w, "oh": oh, "ow": ow, "x": ins[0].ctypes.data,
-                "y": outs[0].ctypes.data, **{k: t.ctypes.data for k, t in tables.items()}}
-        for i, name in enumerate(FIELDS):
-            desc[i] = vals[name]
-        return call_driver(address, desc, max(1, nt), (ins, outs, tables, desc))
-    return bind
+    return planes_binder(address, FIELDS, EXTRA, shape, (oh, ow), tables)

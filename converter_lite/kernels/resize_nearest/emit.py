@@ -21,11 +21,13 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...codegen.internal import driver_entry
+from ...codegen.internal import chunked_entry
 from ...codegen.loops import for_range
-from ...codegen.threadpool import BODY_TYPE, declare_pool
-from ...codegen.types import BYTE_PTR_PTR, I32, I64
-from ...codegen.vector import I64P, c64, cdiv, smin
+from ...codegen.threadpool import BODY_TYPE
+from ...codegen.types import I32, I64
+from ...codegen.vector import I64P, c64, smin
+from ..resize_linear.abi import FIELDS as LINEAR_FIELDS
+from ..resize_linear.emit import plane_rows
 from .abi import EXTRA, FIELDS
 from .abi import SYMBOL as RESIZE_NEAREST_SYMBOL
 
@@ -33,6 +35,7 @@ _F = {name: i for i, name in enumerate(FIELDS)}
 CHUNKS_PER_THREAD = 4
 VECTORIZE = {"llvm.loop.vectorize.enable": True}
 I32P = I32.as_pointer()
+assert FIELDS[:5] == LINEAR_FIELDS[:5]   # planes h w oh ow where plane_rows reads them
 
 
 def _emit_body(module: ir.Module) -> ir.Function:
@@ -70,18 +73,8 @@ def _emit_body(module: ir.Module) -> ir.Function:
 
 def emit_resize_nearest(module: ir.Module) -> ir.Function:
     """Defines ``cl_resize_nearest_v1_x32(i8* desc, i64 nthreads)`` (see the module doc) in ``module``."""
-    body = _emit_body(module)
-    pool = declare_pool(module)
-    fn, b, desc, nt = driver_entry(module, RESIZE_NEAREST_SYMBOL)
-    d = b.bitcast(desc, I64P)
-    units = b.mul(b.load(b.gep(d, [c64(_F["planes"])])), b.load(b.gep(d, [c64(_F["oh"])])))
-    want = b.mul(nt, c64(CHUNKS_PER_THREAD))
-    rpc = cdiv(b, units, want)
-    rpc = b.select(b.icmp_signed("<", rpc, c64(1)), c64(1), rpc)
-    b.store(rpc, b.gep(d, [c64(len(FIELDS))]))
-    b.call(pool, [body, b.bitcast(desc, BYTE_PTR_PTR), cdiv(b, units, rpc), nt])
-    b.ret_void()
-    return fn
+    return chunked_entry(module, RESIZE_NEAREST_SYMBOL, _emit_body(module), plane_rows, len(FIELDS),
+                         CHUNKS_PER_THREAD)
 
 
 assert EXTRA == 1                         # rows per chunk, written by the entry point
