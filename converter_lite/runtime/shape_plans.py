@@ -14,11 +14,14 @@ transformer, far more than a run at a small shape (30 us - 1 ms).  So a model wh
 (``generic_ok``: its fused kernels run native at any shape, and it has no convolution, pooling, resize or
 recurrence, which run on numpy there) runs a shape the first time it sees it on that generic plan (1-3 ms for
 the transformers of ``make bench``), and builds the shape's plan when the shape comes again (``first_sight``): a
-stream of ever-new sequence lengths pays no planning, a repeated shape gets its plan.  The first and second
-runs at a shape are measured in ``make bench`` against the steady runs.  The cyclic garbage collector is paused while a
-plan is built: building one allocates tens of thousands of objects, none of them garbage, and in a process
-holding many objects the collections this triggered (a full one now and then) added 3-9 ms to a first run of
-6-13 ms (bert_dynamic in ``make bench``).
+stream of ever-new sequence lengths pays no planning, a repeated shape gets its plan.  A model whose first runs
+are planned (convolutions) builds a plan at small shapes when it loads (``warm_up``), which packs its weights
+then rather than in its first run.  The first and second runs at a shape are measured in ``make bench`` against
+the steady runs.
+
+The cyclic garbage collector is paused while a plan is built (``_collector_paused``): building one allocates
+tens of thousands of objects, none of them garbage, and in a process holding many objects the collections this
+triggered (a full one now and then) added 3-9 ms to a first run of 6-13 ms (bert_dynamic in ``make bench``).
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import contextmanager
 
 from ..ir.core import Graph
 from .concretize import concretize
@@ -68,13 +72,8 @@ class ShapePlans:
             if plan is not None:
                 self._plans.move_to_end(shapes)
                 return plan
-        enabled = gc.isenabled()
-        gc.disable()                    # tens of thousands of small acyclic objects: collections mid-way only cost
-        try:
+        with _collector_paused():
             plan = self._make_plan(concretize(self.graph, dict(zip(self.dynamic, shapes))), self.arena)
-        finally:
-            if enabled:
-                gc.enable()
         with self._lock:
             self.built += 1
             self._plans[shapes] = plan
@@ -90,17 +89,13 @@ class ShapePlans:
         converter found it admits (``warm_shapes`` metadata, passes/fuse/dynamic.py), instead of in its first
         run.  False when the model rejects them (the first run then pays)."""
         from ..errors import ConverterError
-        enabled = gc.isenabled()
-        gc.disable()
         try:
-            plan = self._make_plan(concretize(self.graph, dict(zip(self.dynamic, shapes))), self.arena)
-            plan.execute(inputs)
+            with _collector_paused():
+                plan = self._make_plan(concretize(self.graph, dict(zip(self.dynamic, shapes))), self.arena)
+                plan.execute(inputs)
             return True
         except (ConverterError, ValueError, TypeError, IndexError, ArithmeticError):
             return False
-        finally:
-            if enabled:
-                gc.enable()
 
     def first_sight(self, shapes: tuple) -> bool:
         """True the first time ``shapes`` (no plan yet, no input over ``GENERIC_MAX_ELEMENTS`` elements) is
@@ -122,6 +117,18 @@ class ShapePlans:
     def cached(self) -> list[tuple]:
         with self._lock:
             return list(self._plans)
+
+
+@contextmanager
+def _collector_paused():
+    """The cyclic garbage collector off for the block (as it was before afterwards): see the module doc."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def generic_ok(plan) -> bool:
