@@ -460,14 +460,20 @@ def _native_resolver(loaded: LoadedModel, num_threads: int, trust_native_code: b
     if hasattr(lib, "set_num_threads"):
         lib.set_num_threads(num_threads)
 
+    kernels: dict = {}          # name -> NativeKernel: made once, for every plan (a model of dynamic shapes)
+
     def resolve(node: Node):
         if node.op != "GraphKernel":
             return None
         name = node.attrs.get("kernel_name")
-        try:
-            fn = lib.kernel(name) if name else None
-        except KeyError:
-            fn = None
+        fn = kernels.get(name)
+        if fn is None:
+            try:
+                fn = lib.kernel(name) if name else None
+            except KeyError:
+                fn = None
+            if fn is not None:
+                kernels[name] = fn
         if fn is None:
             log.info("no native code for kernel %s (node %s); running its reference sub-graph", name, node.name)
             return None
