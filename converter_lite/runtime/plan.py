@@ -50,10 +50,18 @@ from ..kernels.runlist.abi import RUN_SYMBOL
 from ..kernels.runlist.bind import batch
 from .arena import ALIGN, plan_memory
 from .concat_views import concat_views
-from .transpose_views import transpose_views
-from .shared_arena import SharedArena
+from .direct_io import (
+    POOLED_OUTPUTS,
+    ZERO_COPY_BYTES,
+    DirectIO,
+    fresh,
+    into,
+    readable_in_place,
+)
 from .program import KernelEntry, Program, lower
+from .shared_arena import SharedArena
 from .threads import ThreadChooser, blas_enter, blas_exit
+from .transpose_views import transpose_views
 
 MAX_IDLE_EXECUTORS = 4
 TINY_PLAN_BYTES = 1 << 16
@@ -117,7 +125,7 @@ class Plan:
         support = getattr(getattr(resolve, "library", None), "support", None)
         self.runner = support(RUN_SYMBOL) if support is not None else None
 
-    def acquire(self) -> "Executor":
+    def acquire(self) -> Executor:
         """An executor of this plan for a caller's exclusive use (a Loop holds one for all its iterations)."""
         try:
             ex = self._free.pop()
@@ -125,11 +133,11 @@ class Plan:
             ex = None
         return ex if ex is not None and ex.lock is None else Executor(self, private=True)
 
-    def release(self, ex: "Executor") -> None:
+    def release(self, ex: Executor) -> None:
         if len(self._free) < MAX_IDLE_EXECUTORS:
             self._free.append(ex)
 
-    def body_plans(self) -> list["Plan"]:
+    def body_plans(self) -> list[Plan]:
         """The plans of this plan's control-flow bodies, and of theirs, outermost first."""
         out = []
         for s in self.program.steps:
@@ -241,7 +249,7 @@ class Executor:
         self.steps = prog.steps
         self.prog_root = prog.root
         self.prog = prog
-        self.direct: dict[int, _DirectIO | None] = {}   # per thread count: zero-copy I/O (``_io_direct``)
+        self.direct: dict[int, DirectIO | None] = {}   # per thread count: zero-copy I/O (``_io_direct``)
         self.patched: list = []                         # argument slots pointing at a caller's array now
         self.pools: dict[int, list] = {}                # output position -> blocks for fresh outputs
         self.plain: dict[int, bool] = {}                # per thread count: no zero-copy I/O (the short path)
@@ -345,17 +353,17 @@ class Executor:
             raise
         except Exception as e:
             raise self._step_error(k if first is None else first[k], e) from e
-        out = [arr.copy() if arr is not None else _fresh(env[vid]) for arr, vid in self.outputs]
+        out = [arr.copy() if arr is not None else fresh(env[vid]) for arr, vid in self.outputs]
         if self.has_dynamic:
             env[:] = [None] * len(env)
         if outputs is not None:
-            out = [_into(given, o) for given, o in zip(outputs, out)]
+            out = [into(given, o) for given, o in zip(outputs, out)]
         return out
 
     # -- zero-copy I/O ------------------------------------------------------------------------------------
-    def _io_direct(self, nt: int) -> "_DirectIO | None":
+    def _io_direct(self, nt: int) -> DirectIO | None:
         """Which graph inputs native steps can read from the caller's array, and which outputs they can write
-        straight into the array returned (see ``_DirectIO``); None when none can (a plan of small values)."""
+        straight into the array returned (see ``DirectIO``); None when none can (a plan of small values)."""
         if nt in self.direct:
             return self.direct[nt]
         prog, calls = self.prog, self.calls(nt)
@@ -391,7 +399,7 @@ class Executor:
                     and vid not in aliased and outs_pos.count(vid) == 1 and vid not in ins_pos \
                     and prog.values[vid].const is None:
                 outs[pos] = (tuple(w) + tuple(r), arr.ctypes.data)
-        got = self.direct[nt] = _DirectIO(ins, outs) if ins or outs else None
+        got = self.direct[nt] = DirectIO(ins, outs) if ins or outs else None
         return got
 
     def _fresh_output(self, pos: int, arr: np.ndarray) -> np.ndarray:
@@ -427,7 +435,7 @@ class Executor:
         d_out = {} if direct is None else direct.outs
         for pos, ((arr, _), a) in enumerate(zip(self.inputs, inputs)):
             got = d_in.get(pos)
-            if got is not None and _readable_in_place(a, arr):
+            if got is not None and readable_in_place(a, arr):
                 addr = a.ctypes.data
                 for argv, i in got[0]:
                     argv[i] = addr
@@ -440,7 +448,7 @@ class Executor:
             if got is None:
                 continue
             given = None if outputs is None else outputs[pos]
-            if given is not None and not (_readable_in_place(given, arr) and given.flags.writeable and
+            if given is not None and not (readable_in_place(given, arr) and given.flags.writeable and
                                           not any(np.may_share_memory(given, a) for a in inputs
                                                   if isinstance(a, np.ndarray))):
                 continue                                # written into the caller's array by a copy below
@@ -455,7 +463,7 @@ class Executor:
         for pos, ((arr, _), r) in enumerate(zip(self.outputs, results)):
             given = None if outputs is None else outputs[pos]
             if r is None:
-                r = arr.copy() if given is None else _into(given, arr)
+                r = arr.copy() if given is None else into(given, arr)
             out.append(r)
         return out
 
@@ -531,44 +539,6 @@ def product_work(node: Node) -> float:
         return float(np.prod([int(d) for d in out])) * int(k)
     except (AttributeError, IndexError, TypeError, ValueError):
         return float("inf")
-
-
-ZERO_COPY_BYTES = 1 << 16      # smaller inputs/outputs are copied: the checks would cost more than the copy
-POOLED_OUTPUTS = 2             # blocks kept per output for fresh outputs (a caller often holds the last result)
-
-
-@dataclass(frozen=True)
-class _DirectIO:
-    """Per zero-copy input/output position: (argument slots (ctypes array, index), arena address).  An input's
-    slots are its native readers'; an output's, its one native writer's and its native readers'."""
-    ins: dict
-    outs: dict
-
-
-def _readable_in_place(a, arr: np.ndarray) -> bool:
-    """A caller's array a fused kernel can use for ``arr``: same dtype and shape, C-contiguous, element-aligned
-    (fused kernels load with element alignment and test a pointer's 64-byte alignment before streaming stores)."""
-    return (type(a) is np.ndarray and a.dtype == arr.dtype and a.shape == arr.shape and a.flags.c_contiguous
-            and a.flags.aligned)
-
-
-def _into(given, value):
-    """IO binding: ``value`` written into the caller's array ``given`` (checked by Model.run), which is returned;
-    without one, ``value`` itself."""
-    if given is None:
-        return value
-    np.copyto(given, value, casting="unsafe")
-    return given
-
-
-def _fresh(value):
-    """A run's output the caller owns: an array copy, a list of copies for a sequence, None for an empty
-    optional."""
-    if value is None:
-        return None
-    if isinstance(value, list):
-        return [np.array(a, copy=True) for a in value]
-    return np.array(value, copy=True)
 
 
 def _aligned(nbytes: int) -> np.ndarray:

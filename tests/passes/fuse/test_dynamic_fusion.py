@@ -14,7 +14,8 @@ from converter_lite.ir.core import Graph, Node, TensorType, Value
 from converter_lite.ir.dtype import DType
 from converter_lite.ir.input_dims import InputDims
 from converter_lite.model.format import load_model
-from converter_lite.passes.fuse.dynamic import fit_probes, probe_shapes, row_form, signatures
+from converter_lite.passes.fuse.dynamic import row_form
+from converter_lite.passes.fuse.dynamic_probes import fit_probes, probe_shapes, signatures
 from helpers import assert_close, make_model, run_ort, tensor_info
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "e2e"))
