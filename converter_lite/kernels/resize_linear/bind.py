@@ -30,15 +30,21 @@ def _axis(attrs, n_in: int, n_out: int, scale, start, end) -> tuple[np.ndarray, 
 
 
 def node_geometry(ctx) -> tuple | None:
-    """``resize_geometry`` of ``ctx``'s Resize node (its roi/scales/sizes constants), or None when one of them is
-    computed at run time or the reference rejects them."""
+    """``resize_geometry`` of ``ctx``'s Resize node (its roi/scales/sizes constants) when it resizes only the
+    last two axes of a non-empty tensor into its output's shape (what the Resize drivers take); None otherwise,
+    or when one of the constants is computed at run time or the reference rejects them."""
     consts = [ctx.const(i) if i < len(ctx.ins) else None for i in (1, 2, 3)]
     if any(i < len(ctx.ins) and ctx.value(i) is not None and c is None for i, c in zip((1, 2, 3), consts)):
         return None
+    shape = tuple(ctx.value(0).shape)
     try:
-        return resize_geometry(ctx.attrs, ctx.value(0).shape, *consts)
+        geometry = resize_geometry(ctx.attrs, shape, *consts)
     except KernelError:
         return None
+    out = tuple(geometry[0])
+    if out != tuple(ctx.out().shape) or out[:-2] != shape[:-2] or 0 in shape or 0 in out:
+        return None
+    return geometry
 
 
 def linear_resize(ctx):
@@ -54,8 +60,7 @@ def linear_resize(ctx):
         return None
     out, scale, start, end = geometry
     shape = tuple(x.shape)
-    if tuple(out) != tuple(y.shape) or tuple(out[:-2]) != shape[:-2] or shape[-1] > MAX_WIDTH or 0 in shape \
-            or 0 in out:
+    if shape[-1] > MAX_WIDTH:
         return None
     (h, w), (oh, ow) = shape[-2:], tuple(out[-2:])
     rows = _axis(attrs, h, oh, scale[-2], start[-2], end[-2])
