@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from types import ModuleType
 
 from ..errors import RET_ERROR, ConverterError
@@ -29,9 +30,9 @@ class Driver:
     def symbols(self) -> tuple[str, ...]:
         return tuple(self.abi.SYMBOLS)
 
-    @property
-    def ops(self) -> tuple[str, ...]:
-        return tuple(self.abi.OPS)
+    @cached_property
+    def ops(self) -> frozenset[str]:
+        return frozenset(self.abi.OPS)
 
     @property
     def epilogue(self) -> bool:

@@ -51,6 +51,37 @@ def int_tuple(attrs: dict, key: str, default: tuple[int, ...], n: int, op: str) 
 def resolve_window(op: str, attrs: dict, spatial: tuple[int, ...], kernel: tuple[int, ...],
                    ceil_mode: bool = False) -> Window:
     """Strides, dilations, effective pads and output sizes of a Conv/Pool-like op (see the module doc)."""
+    key = tuple(attrs.get(k) for k in _WINDOW_ATTRS)
+    try:
+        key = (op, tuple(spatial), tuple(kernel), bool(ceil_mode)) + tuple(
+            tuple(v) if isinstance(v, (list, tuple)) else v for v in key)
+        hash(key)
+    except TypeError:                                   # (an attribute of an unexpected type: not cached)
+        return _resolve(op, attrs, spatial, kernel, ceil_mode)
+    return _resolved(key, op, attrs, spatial, kernel, ceil_mode)
+
+
+_WINDOW_ATTRS = ("strides", "dilations", "pads", "auto_pad")
+
+
+def _resolved(key, op, attrs, spatial, kernel, ceil_mode) -> Window:
+    """``_resolve`` memoised by ``key`` (the op, shapes and every attribute it reads): a model's plan for a new
+    shape resolves each Conv's window twice (shape inference, then the driver), its pools too."""
+    got = _WINDOWS.get(key)
+    if got is None:
+        got = _resolve(op, attrs, spatial, kernel, ceil_mode)
+        if len(_WINDOWS) >= _WINDOWS_MAX:
+            _WINDOWS.clear()
+        _WINDOWS[key] = got
+    return got
+
+
+_WINDOWS: dict = {}
+_WINDOWS_MAX = 4096
+
+
+def _resolve(op: str, attrs: dict, spatial: tuple[int, ...], kernel: tuple[int, ...],
+             ceil_mode: bool = False) -> Window:
     n = len(spatial)
     if len(kernel) != n:
         raise KernelError(f"{op}: kernel_shape {list(kernel)} does not match {n} spatial dims")

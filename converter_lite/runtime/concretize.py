@@ -78,7 +78,8 @@ def concretize(graph: Graph, shapes: Mapping[str, tuple[int, ...]], vmap: dict |
         if all(o.type is not None and o.type.is_static for o in node.outputs) or not node.outputs:
             out.nodes.append(Node(node.op, ins, outs, node.attrs, node.name))   # nothing dynamic: as converted
             return
-        new = Node(node.op, ins, outs, dict(node.attrs), node.name)
+        drivers = node.attrs.get(DRIVERS_ATTR)
+        new = Node(node.op, ins, outs, dict(node.attrs) if drivers else node.attrs, node.name)   # (shared unless changed)
         try:
             types = infer_types(new)
         except DynamicShapeError:
@@ -92,8 +93,8 @@ def concretize(graph: Graph, shapes: Mapping[str, tuple[int, ...]], vmap: dict |
                 return
         except (KernelError, ValueError, IndexError, TypeError) as e:
             raise _shape_error(node, shapes, e) from None
-        if new.attrs.get(DRIVERS_ATTR) and all(o.type.is_static for o in outs):
-            new.attrs[DRIVERS_ATTR] = [s for s in select(new) if s in new.attrs[DRIVERS_ATTR]]
+        if drivers and all(o.type.is_static for o in outs):
+            new.attrs[DRIVERS_ATTR] = [s for s in select(new) if s in drivers]
         out.nodes.append(new)
 
     for node in graph.nodes:
@@ -125,8 +126,8 @@ def _fold(node: Node) -> bool:
             and node.inputs[0].type.is_static:
         src = node.inputs[0].type
         arrays = evaluate_node(node, [np.broadcast_to(np.zeros((), src.dtype.np), src.shape)])
-    elif (node.op in CONTROL_FLOW or node.op == "GraphKernel" or not OPS[node.op].deterministic
-          or any(v is not None and v.const is None for v in node.inputs)
+    elif (any(v is not None and v.const is None for v in node.inputs)
+          or node.op in CONTROL_FLOW or node.op == "GraphKernel" or not OPS[node.op].deterministic
           or any(not o.type.is_tensor or not o.type.is_static or o.type.size > FOLD_ELEMENTS
                  for o in node.outputs)):
         return False

@@ -33,7 +33,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import RET_ERROR, ConverterError
+from ..kernels.native_call import data_address
 from ..kernels.runlist.bind import tag
+from ..ops.graph_kernel import column_extents
 
 log = logging.getLogger("converter_lite.native")
 
@@ -101,16 +103,6 @@ def missing_features(meta: dict, flags: set[str] | None = None) -> list[str] | N
     return [f for f in required if f in _CHECKED and table.get(f, f) not in flags and f not in flags]
 
 
-_char_from_buffer = ctypes.c_char.from_buffer
-
-
-def _address(a: np.ndarray) -> int:
-    """Data address of a contiguous array (a writable one through the buffer protocol: 3x faster)."""
-    if a.flags.writeable and a.nbytes:
-        return ctypes.addressof(_char_from_buffer(a))
-    return a.ctypes.data
-
-
 def kernel_ir(sections) -> bytes | None:
     """The model's kernel IR (LLVM text), or None when it has none."""
     if SECTION_LL in sections:
@@ -131,13 +123,14 @@ class UnknownKernelError(ConverterError, KeyError):
 class NativeKernel:
     """A callable native kernel: ``fn(inputs, outputs)`` checks the buffers and calls the code."""
 
-    __slots__ = ("_argv_t", "_cols", "_fn", "_in_specs", "_keep", "_last", "_num_threads", "_out_specs", "_rows",
+    __slots__ = ("_argv_t", "_cols", "_entry", "_fn", "_in_specs", "_keep", "_last", "_num_threads", "_out_specs", "_rows",
                  "name", "spec")
 
     def __init__(self, name: str, spec: dict, fn: Callable, num_threads: int, keep: object):
         self.name = name
         self.spec = spec
         self._fn = fn
+        self._entry = ctypes.cast(fn, ctypes.c_void_p).value    # (the run list's record of a bound call)
         self._num_threads = num_threads
         self._in_specs = [(np.dtype(a["dtype"]), tuple(a["shape"])) for a in spec["inputs"]]
         self._out_specs = [(np.dtype(a["dtype"]), tuple(a["shape"])) for a in spec["outputs"]]
@@ -179,7 +172,6 @@ class NativeKernel:
         for a row kernel (every row argument checked to hold R rows); a pointer to the iteration shape for a
         column kernel (every argument checked to broadcast to it as its pattern says)."""
         if self._cols:
-            from ..ops.graph_kernel import column_extents
             pats = [s for _, s in [*self._in_specs, *self._out_specs]]
             arrays = [*ins, *outs]
             if any(a.ndim != len(p) for a, p in zip(arrays, pats)):
@@ -218,7 +210,7 @@ class NativeKernel:
         ins = self._check(inputs, self._in_specs, "inputs", False)
         outs = self._check(outputs, self._out_specs, "outputs", True)
         words, held = self._extra(ins, outs)
-        argv = self._argv_t(*map(_address, ins), *map(_address, outs), *words)
+        argv = self._argv_t(*map(data_address, ins), *map(data_address, outs), *words)
         same = all(a is b for a, b in zip(ins, inputs))   # no input had to be copied to be contiguous
         self._last = ((*inputs, *outputs), argv, held) if same else ((), None, None)
         self._fn(argv, nt)
@@ -230,7 +222,7 @@ class NativeKernel:
         ins = self._check(inputs, self._in_specs, "inputs", False)
         outs = self._check(outputs, self._out_specs, "outputs", True)
         words, held = self._extra(ins, outs)
-        argv = self._argv_t(*map(_address, ins), *map(_address, outs), *words)
+        argv = self._argv_t(*map(data_address, ins), *map(data_address, outs), *words)
         fn, nt, keep = self._fn, self._num_threads if num_threads is None else num_threads, (ins, outs, held)
 
         def run() -> None:
@@ -241,7 +233,7 @@ class NativeKernel:
             # dtype, shape and layout between calls (plan.Executor's zero-copy I/O); the records of a merged
             # run of native steps read them from here too
             run.io_argv = argv                              # type: ignore[attr-defined]
-        return tag(run, ctypes.cast(fn, ctypes.c_void_p).value, 2, ctypes.addressof(argv), nt)
+        return tag(run, self._entry, 2, ctypes.addressof(argv), nt)
 
 
 class NativeLibrary:

@@ -345,14 +345,15 @@ class _Lowerer:
 
     def _fold(self, node: Node, ins: list) -> bool:
         """Evaluates ``node`` now if every input is a constant (and the op is deterministic)."""
+        values = self.prog.values
+        if any(v is not None and values[v].const is None for v in ins) or not node.outputs:
+            return False                               # (most nodes: checked first)
         op = OPS.get(node.op)
         if node.op != "GraphKernel" and (op is None or not op.deterministic):
             return False
         if any(o.type is not None and not o.type.is_tensor for o in node.outputs) or \
                 (node.op != "GraphKernel" and any(isinstance(a, Graph) for a in node.attrs.values())):
             return False                               # sequences/optionals, and loops, run at run time
-        if any(v is not None and self.prog.values[v].const is None for v in ins) or not node.outputs:
-            return False
         if not any(v is not None for v in ins):
             return False
         try:

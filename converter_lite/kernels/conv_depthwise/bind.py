@@ -12,13 +12,15 @@ and residual Add, as for the other native convolution drivers.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..conv_epilogue import EpilogueHook
-from ..native_call import aligned, call_driver
+from ..native_call import aligned, call_driver, data_address, record
+from ..packing import shared
 from .abi import EXTRA, FIELDS, MAX_KW, MAX_WIDTH, SYMBOL, VL, ZERO_MARGIN
 
-_F = {name: i for i, name in enumerate(FIELDS)}
 MAX_FLAT_VECTORS = 4096     # flat planes of at most 65536 outputs (the coordinate table: 128 bytes per vector)
 
 
@@ -34,17 +36,23 @@ def flat_tables(geo) -> tuple[np.ndarray, tuple[int, int]]:
     """(coords ``[nvec][2][VL]`` int32: the column and row of each output lane, row -2**30 for the lanes past
     the plane; (jlo, jhi): the vectors whose tap-row windows (two consecutive vectors from each row's first
     tap) lie inside the plane, which the driver reads with plain loads and lane shifts; none for column
-    dilations other than 1)."""
-    nvec = -(-geo.oh * geo.ow // VL)
+    dilations other than 1).  Read-only, shared by the Convs (and the plans) of the same geometry."""
+    return _flat_tables(geo.oh, geo.ow, geo.h, geo.w, geo.kh, geo.dh, geo.dw, geo.pads[0], geo.pads[1])
+
+
+@functools.lru_cache(maxsize=32)     # (a table is at most 512 KB)
+def _flat_tables(oh: int, ow: int, h: int, w: int, kh: int, dh: int, dw: int, pt: int, pl: int):
+    nvec = -(-oh * ow // VL)
     p = np.arange(nvec * VL)
     coords = aligned((nvec, 2, VL), np.int32)
-    coords[:, 0] = (p % geo.ow).reshape(nvec, VL)
-    coords[:, 1] = np.where(p < geo.oh * geo.ow, p // geo.ow, -(1 << 30)).reshape(nvec, VL)
-    rows = [(ky * geo.dh - geo.pads[0]) * geo.w - geo.pads[1] for ky in range(geo.kh)]
+    coords[:, 0] = (p % ow).reshape(nvec, VL)
+    coords[:, 1] = np.where(p < oh * ow, p // ow, -(1 << 30)).reshape(nvec, VL)
+    coords.setflags(write=False)
+    rows = [(ky * dh - pt) * w - pl for ky in range(kh)]
     jlo = jhi = 0
-    if geo.dw == 1:
+    if dw == 1:
         jlo = max(0, -(min(rows) // VL))               # ceil(-min(rows) / VL)
-        jhi = max(jlo, min(nvec, (geo.h * geo.w - 2 * VL - max(rows)) // VL + 1))
+        jhi = max(jlo, min(nvec, (h * w - 2 * VL - max(rows)) // VL + 1))
     return coords, (jlo, jhi)
 
 
@@ -64,27 +72,33 @@ class DepthwiseConv(EpilogueHook):
 
     def __init__(self, geo, w: np.ndarray, bias, address: int, max_threads: int):
         self.g, self.address, self.max_threads = geo, address, max(1, max_threads)
-        self.wt = aligned((geo.c, geo.kh * geo.kw))
-        self.wt[...] = np.asarray(w, np.float32).reshape(geo.c, geo.kh * geo.kw)
-        self.bias = aligned((geo.c,))
-        self.bias[...] = 0 if bias is None else np.asarray(bias, np.float32).reshape(geo.c)
+        self.wt, self.bias = shared(w, ("depthwise", None if bias is None else id(bias)),
+                                    lambda: _pack(w, bias, geo.c, geo.kh * geo.kw))
         self.coords, self.window = flat_tables(geo) if flat(geo) else (None, (0, 0))
         self.workspace = 0
 
     def bind(self, ins, outs, ws, nt=1):
         g, x, y = self.g, ins[0], outs[0]
         nt = max(1, min(nt, self.max_threads))
-        desc = np.zeros(len(FIELDS) + EXTRA, np.int64)
         vals = dict(n=g.n, c=g.c, h=g.h, w=g.w, oh=g.oh, ow=g.ow, kh=g.kh, kw=g.kw, sh=g.sh, sw=g.sw, dh=g.dh,
-                    dw=g.dw, pt=g.pads[0], pl=g.pads[1], x=x.ctypes.data, y=y.ctypes.data, wt=self.wt.ctypes.data,
-                    bias=self.bias.ctypes.data, residual=ins[-1].ctypes.data if self.residual else 0,
-                    **self.epilogue_words())
+                    dw=g.dw, pt=g.pads[0], pl=g.pads[1], x=data_address(x), y=data_address(y),
+                    wt=data_address(self.wt), bias=data_address(self.bias),
+                    residual=data_address(ins[-1]) if self.residual else 0, **self.epilogue_words())
         if self.coords is not None:
             vals.update(coords=self.coords.ctypes.data, nvec=len(self.coords), jlo=self.window[0],
                         jhi=self.window[1])
-        for name, v in vals.items():
-            desc[_F[name]] = v
+        desc = record(FIELDS, EXTRA, vals)
         return call_driver(self.address, desc, nt, (ins, y, self.wt, self.bias, self.coords, desc))
+
+
+def _pack(w: np.ndarray, bias, c: int, taps: int) -> tuple[np.ndarray, np.ndarray]:
+    """(weights ``[C][kh*kw]``, bias ``[C]``) as the driver reads them: made once per weight, shared by every
+    plan of the model (kernels/packing.py)."""
+    wt = aligned((c, taps))
+    wt[...] = np.asarray(w, np.float32).reshape(c, taps)
+    b = aligned((c,))
+    b[...] = 0 if bias is None else np.asarray(bias, np.float32).reshape(c)
+    return wt, b
 
 
 def native_depthwise(ctx, geo, w: np.ndarray, bias) -> DepthwiseConv | None:

@@ -16,22 +16,24 @@ epilogue hook (kernels/conv_epilogue.py) takes over a following Relu/Clip and re
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...model import pages
 from ..conv_epilogue import EpilogueHook
 from ..conv_pointwise.abi import SYMBOL as POINTWISE_SYMBOL
 from ..conv_pointwise.bind import PointwiseConv, pointwise_pays
-from ..native_call import aligned, call_driver
+from ..native_call import aligned, call_driver, data_address, record
 from ..packing import shared
 from .abi import EXTRA, FIELDS, STRIDES, SYMBOL, VL
 
-_F = {name: i for i, name in enumerate(FIELDS)}
 
 
 
-def pack_weights(w: np.ndarray, group: int) -> tuple[np.ndarray, int]:
-    """``[M, C/G, kh, kw]`` -> (``[G, nblk, K, 16]`` float32, nblk)."""
+def pack_weights(w: np.ndarray, group: int, release: bool = False) -> tuple[np.ndarray, int]:
+    """``[M, C/G, kh, kw]`` -> (``[G, nblk, K, 16]`` float32, nblk); with ``release``, gives back the source's
+    file pages afterwards (the driver reads only the packed copy: model/pages.py)."""
     m = w.shape[0]
     mg = m // group
     k = int(np.prod(w.shape[1:]))
@@ -41,7 +43,19 @@ def pack_weights(w: np.ndarray, group: int) -> tuple[np.ndarray, int]:
     padded = np.zeros((group, nblk * VL, k), np.float32)
     padded[:, :mg] = wg
     out[...] = padded.reshape(group, nblk, VL, k).transpose(0, 1, 3, 2)
+    if release:
+        pages.release(w)
     return out, nblk
+
+
+@functools.lru_cache(maxsize=256)
+def tap_offsets(cg: int, kh: int, kw: int, plane: int, row: int, col: int) -> np.ndarray:
+    """``koff[K]``: the input offset of every tap ``(c, ky, kx)`` (``c*plane + ky*row + kx*col``), read-only
+    and shared by the plans of every shape that gives the same offsets."""
+    c, ky, kx = np.meshgrid(np.arange(cg), np.arange(kh), np.arange(kw), indexing="ij")
+    koff = np.ascontiguousarray((c * plane + ky * row + kx * col).reshape(-1), dtype=np.int64)
+    koff.setflags(write=False)
+    return koff
 
 
 def pack_bias(bias, m: int, group: int, nblk: int) -> np.ndarray:
@@ -59,19 +73,16 @@ class DirectConv(EpilogueHook):
     def __init__(self, geo, w: np.ndarray, bias, address: int, max_threads: int, wide: bool):
         g = self.g = geo
         self.address, self.max_threads, self.wide = address, max(1, max_threads), wide
-        self.wpk, self.nblk = shared(w, ("direct", g.group), lambda: pack_weights(w, g.group))
-        pages.release(w)
-        self.bpk = pack_bias(bias, g.m, g.group, self.nblk)
+        self.wpk, self.nblk = shared(w, ("direct", g.group), lambda: pack_weights(w, g.group, release=True))
+        self.bpk = shared(w, ("direct-bias", g.group, None if bias is None else id(bias)),
+                          lambda: pack_bias(bias, g.m, g.group, self.nblk))
         self.pad = any(g.pads)
         if self.pad:
             self.hp = (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1
             self.wp = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1
         else:
             self.hp, self.wp = g.h, g.w
-        cg = g.c // g.group
-        c, ky, kx = np.meshgrid(np.arange(cg), np.arange(g.kh), np.arange(g.kw), indexing="ij")
-        self.koff = np.ascontiguousarray((c * self.hp * self.wp + ky * g.dh * self.wp + kx * g.dw).reshape(-1),
-                                         dtype=np.int64)
+        self.koff = tap_offsets(g.c // g.group, g.kh, g.kw, self.hp * self.wp, g.dh * self.wp, g.dw)
         self.k = self.koff.size
         self.workspace = g.n * g.c * self.hp * self.wp * 4 + 64 if self.pad else 0
 
@@ -80,16 +91,14 @@ class DirectConv(EpilogueHook):
         nt = max(1, min(nt, self.max_threads))
         xp = 0
         if self.pad:
-            xp = ws.ctypes.data
+            xp = data_address(ws)
             xp += (-xp) % 64
-        desc = np.zeros(len(FIELDS) + EXTRA, np.int64)
-        vals = dict(n=g.n, c=g.c, h=g.h, w=g.w, m=g.m, group=g.group, oh=g.oh, ow=g.ow, sh=g.sh, sw=g.sw,
-                    pt=g.pads[0], pl=g.pads[1], hp=self.hp, wp=self.wp, pad=int(self.pad), x=x.ctypes.data, xp=xp,
-                    y=y.ctypes.data, wpk=self.wpk.ctypes.data, bpk=self.bpk.ctypes.data, koff=self.koff.ctypes.data,
-                    k=self.k, nblk=self.nblk, residual=ins[-1].ctypes.data if self.residual else 0,
-                    **self.epilogue_words(), wide=int(self.wide))
-        for name, v in vals.items():
-            desc[_F[name]] = v
+        desc = record(FIELDS, EXTRA, dict(
+            n=g.n, c=g.c, h=g.h, w=g.w, m=g.m, group=g.group, oh=g.oh, ow=g.ow, sh=g.sh, sw=g.sw, pt=g.pads[0],
+            pl=g.pads[1], hp=self.hp, wp=self.wp, pad=int(self.pad), x=data_address(x), xp=xp, y=data_address(y),
+            wpk=data_address(self.wpk), bpk=data_address(self.bpk), koff=self.koff.ctypes.data, k=self.k,
+            nblk=self.nblk, residual=data_address(ins[-1]) if self.residual else 0, **self.epilogue_words(),
+            wide=int(self.wide)))
         return call_driver(self.address, desc, nt, (ins, y, ws, self.wpk, self.bpk, self.koff, desc))
 
 

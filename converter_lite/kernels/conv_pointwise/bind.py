@@ -7,7 +7,7 @@ import numpy as np
 
 from ...model import pages
 from ..conv_epilogue import EpilogueHook
-from ..native_call import aligned, call_driver
+from ..native_call import aligned, call_driver, data_address, record
 from ..packing import shared
 from .abi import EXTRA, FIELDS, MR
 
@@ -22,28 +22,30 @@ class PointwiseConv(EpilogueHook):
         mg, cg = g.m // g.group, g.c // g.group
         self.nmb = -(-mg // self.MR)
         self.wpk = shared(w, ("pointwise", g.group, self.MR), lambda: self._pack(w, g.group, mg, cg))
-        pages.release(w)                 # the driver reads the packed copy (model/pages.py)
-        self.bpk = aligned((g.group, self.nmb * self.MR))
-        if bias is not None:
-            self.bpk[:, :mg] = np.asarray(bias, np.float32).reshape(g.group, mg)
+        self.bpk = shared(w, ("pointwise-bias", g.group, self.MR, None if bias is None else id(bias)),
+                          lambda: self._pack_bias(bias, g.group, mg))
         self.workspace = 0
+
+    def _pack_bias(self, bias, group: int, mg: int) -> np.ndarray:
+        bpk = aligned((group, self.nmb * self.MR))
+        if bias is not None:
+            bpk[:, :mg] = np.asarray(bias, np.float32).reshape(group, mg)
+        return bpk
 
     def _pack(self, w: np.ndarray, group: int, mg: int, cg: int) -> np.ndarray:
         padded = np.zeros((group, self.nmb * self.MR, cg), np.float32)
         padded[:, :mg] = np.asarray(w, np.float32).reshape(group, mg, cg)
         wpk = aligned((group, self.nmb, cg, self.MR))
         wpk[...] = padded.reshape(group, self.nmb, self.MR, cg).transpose(0, 1, 3, 2)
+        pages.release(w)                 # the driver reads the packed copy (model/pages.py)
         return wpk
 
     def bind(self, ins, outs, ws, nt=1):
         g, x, y = self.g, ins[0], outs[0]
-        at = {name: i for i, name in enumerate(self.FIELDS)}
-        desc = np.zeros(len(self.FIELDS) + self.EXTRA, np.int64)
-        vals = dict(n=g.n, c=g.c, m=g.m, group=g.group, p=g.h * g.w, x=x.ctypes.data, y=y.ctypes.data,
-                    wpk=self.wpk.ctypes.data, bpk=self.bpk.ctypes.data, nmb=self.nmb,
-                    residual=ins[-1].ctypes.data if self.residual else 0, **self.epilogue_words(), wide=int(self.wide))
-        for name, v in vals.items():
-            desc[at[name]] = v
+        desc = record(self.FIELDS, self.EXTRA, dict(
+            n=g.n, c=g.c, m=g.m, group=g.group, p=g.h * g.w, x=data_address(x), y=data_address(y),
+            wpk=data_address(self.wpk), bpk=data_address(self.bpk), nmb=self.nmb,
+            residual=data_address(ins[-1]) if self.residual else 0, **self.epilogue_words(), wide=int(self.wide)))
         return call_driver(self.address, desc, max(1, min(nt, self.max_threads)), (ins, y, self.wpk, self.bpk, desc))
 
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from ...model import pages
 from ..blas import GemmEntry, gemm_entry
-from ..native_call import aligned
+from ..native_call import aligned, data_address
 from ..runlist.bind import tag
 from .abi import (
     FIELDS,
@@ -189,7 +189,8 @@ def gemm_records(a: np.ndarray, b, c: np.ndarray, nt: int, alpha: float = 1.0, b
     if la is None or lb is None or lc is None or lc[0] != NO_TRANS:
         return None
     bdata = b.data if packed else b
-    if any(x.ctypes.data % x.itemsize for x in (a, bdata, c)):
+    pa, pb, pc = data_address(a), data_address(bdata), data_address(c)
+    if pa % a.itemsize or pb % bdata.itemsize or pc % c.itemsize:
         return None
     es = dt.itemsize
     if bias is not None:
@@ -219,7 +220,7 @@ def gemm_records(a: np.ndarray, b, c: np.ndarray, nt: int, alpha: float = 1.0, b
         lo = np.tile(np.array([r[0] for r in ranges], np.int64), batch)
         hi = np.tile(np.array([r[1] for r in ranges], np.int64), batch)
         rep = lambda o: np.repeat(o, len(ranges))
-    a0, b0, c0 = a.ctypes.data + rep(oa), bdata.ctypes.data + rep(ob), c.ctypes.data + rep(oc)
+    a0, b0, c0 = pa + rep(oa), pb + rep(ob), pc + rep(oc)
     # the byte step of one row of A / one column of B in storage, whichever way the GEMM reads them (a packed
     # B is cut at panel boundaries only: tile_grid's column cuts are multiples of PANEL)
     a_row = (la[1] if la[0] == NO_TRANS else 1) * es
@@ -258,6 +259,7 @@ def tiles_step(addr: int, rec: np.ndarray, nt: int, keep=()):
     """A zero-argument callable running the records ``rec`` with the driver at ``addr`` on ``nt`` threads
     (``keep``: arrays the records point into, held for the callable's lifetime).  The callable's ``tiles``
     attribute is ``rec``."""
-    call = partial(_DRIVER(addr), rec.ctypes.data, len(rec), nt)
+    ptr = data_address(rec)
+    call = partial(_DRIVER(addr), ptr, len(rec), nt)
     call.tiles, call.keep = rec, keep                         # type: ignore[attr-defined]
-    return tag(call, addr, 3, rec.ctypes.data, len(rec), nt)
+    return tag(call, addr, 3, ptr, len(rec), nt)
