@@ -2,8 +2,9 @@
 
 Each model with dynamic input dims is converted once without ``--inputShape`` (at opt_level 2) and loaded
 ``FIRST_SAMPLES`` times; then, at each of its shapes:
-* **first run**: the first ``Model.run`` at a shape the model has not run before, after ``IDLE`` seconds with no
-  engine running, the median over ``FIRST_SAMPLES`` loads of the model that run the shapes in the same order,
+* **first run**: the first ``Model.run`` at a shape the model has not run before, the median over
+  ``FIRST_SAMPLES`` loads of the model that run the shapes in the same order (all of them before any other engine
+  runs at the model's shapes, after ``IDLE`` seconds with no engine running),
   against the bound ``3 x steady + 5 ms``: shape inference, the plan for the shape and the run
   (runtime/shape_plans.py), or, for a model whose generic plan is cheap (the transformers), the run on that;
 * **second run**: the next run at that shape (where the transformers build the shape's plan);
@@ -31,7 +32,7 @@ from . import bench_engines as engines
 from .bench_timing import QUICK, Budget, interleave
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-IDLE = 0.1          # seconds of idle before a first run (onnxruntime's threads spin on after its last run)
+IDLE = 0.1          # seconds of idle before the first runs (onnxruntime's threads spin ~50 ms after its last run)
 FIRST_SAMPLES = 3   # loads of each model whose first runs at a shape give the median reported
 MODELS = os.path.join(ROOT, "models")
 
@@ -135,18 +136,24 @@ def measure(threads: int = 2, quick: bool = False, only: set[str] | None = None)
             model = loads[0]
             kernels = sum(n.op == "GraphKernel" for n in model.graph.nodes)
             fresh = _fresh_process(dyn_ms, path, [make(rng, *s) for s in shapes], threads, tmp)
-            for shape in shapes:
-                feeds = make(rng, *shape)
+            all_feeds = [make(rng, *shape) for shape in shapes]
+            # every first and second run before any other engine runs at these shapes, after IDLE once: no
+            # onnxruntime thread spins meanwhile (they spin ~50 ms after a run here), and the CPU is as warm as
+            # for the steady runs, so first - steady is what the new shape costs (right after 100 ms of idle a
+            # 2-thread run on this VM, first or not, was 1.2-2x slower than a steady one)
+            time.sleep(IDLE)
+            firsts = []
+            for feeds in all_feeds:
                 runs = []
                 for m in loads:
                     times = []
                     for _ in range(2):      # the first run at the shape, then the second (transformers plan)
-                        time.sleep(IDLE)    # the previous block's onnxruntime threads stop spinning
                         t0 = time.perf_counter()
                         m.run(feeds)
                         times.append((time.perf_counter() - t0) * 1e3)
                     runs.append(times)
-                first_ms, second_ms = (float(np.median([r[i] for r in runs])) for i in range(2))
+                firsts.append(tuple(float(np.median([r[i] for r in runs])) for i in range(2)))
+            for feeds, (first_ms, second_ms) in zip(all_feeds, firsts):
                 static_ms = converter_lite.convert(path, os.path.join(tmp, name.split()[0] + "_static"),
                                                    graph_kernel_flags="--opt_level=2",
                                                    input_shape={k: v.shape for k, v in feeds.items()})

@@ -35,6 +35,11 @@ from ..ops.registry import (
 )
 
 FOLD_ELEMENTS = 1 << 16          # a node of constant inputs is evaluated here when its outputs are this small
+SMALL_CONST = 64                 # ... and before its types are inferred when its inputs are this small
+# ops that can make a large output of small inputs: folded only once their output types are known
+GENERATORS = frozenset({"ConstantOfShape", "Range", "Expand", "Tile", "EyeLike", "OneHot", "Resize", "Upsample",
+                        "Pad", "CenterCropPad", "Col2Im", "MelWeightMatrix", "HannWindow", "HammingWindow",
+                        "BlackmanWindow"})
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
@@ -81,6 +86,8 @@ def concretize(graph: Graph, shapes: Mapping[str, tuple[int, ...]], vmap: dict |
         drivers = node.attrs.get(DRIVERS_ATTR)
         new = Node(node.op, ins, outs, dict(node.attrs) if drivers else node.attrs, node.name)   # (shared unless changed)
         try:
+            if _fold_early(new):
+                return
             types = infer_types(new)
         except DynamicShapeError:
             types = infer_dynamic(new)
@@ -120,24 +127,49 @@ def _shape_error(node: Node, shapes: Mapping, e: Exception) -> ConverterError:
                                                    f"them: {e}")
 
 
-def _fold(node: Node) -> bool:
-    """Evaluates ``node`` into constants on its outputs when it is shape arithmetic; True when it did."""
-    if node.op in ("Shape", "Size") and node.inputs[0] is not None and node.inputs[0].type.is_tensor \
-            and node.inputs[0].type.is_static:
-        src = node.inputs[0].type
+def _fold_early(node: Node) -> bool:
+    """Folds shape arithmetic before type inference (which evaluating it makes redundant): ``Shape``/``Size`` of
+    a value of known shape, and a deterministic node whose inputs are all constants of at most ``SMALL_CONST``
+    elements (an exporter's Gather/Concat/Cast/Slice/Unsqueeze chains on shape vectors) and whose op cannot
+    make a large output of small inputs (``GENERATORS``).  True when it did."""
+    op = node.op
+    if op in ("Shape", "Size"):
+        src = node.inputs[0].type if node.inputs and node.inputs[0] is not None else None
+        if src is None or not src.is_tensor or not src.is_static:
+            return False
         arrays = evaluate_node(node, [np.broadcast_to(np.zeros((), src.dtype.np), src.shape)])
-    elif (any(v is not None and v.const is None for v in node.inputs)
-          or node.op in CONTROL_FLOW or node.op == "GraphKernel" or not OPS[node.op].deterministic
-          or any(not o.type.is_tensor or not o.type.is_static or o.type.size > FOLD_ELEMENTS
-                 for o in node.outputs)):
-        return False
     else:
+        if (op in GENERATORS or op in CONTROL_FLOW or op == "GraphKernel" or not node.outputs
+                or any(v is not None and (v.const is None or v.const.size > SMALL_CONST) for v in node.inputs)
+                or all(v is None for v in node.inputs) or not OPS[op].deterministic
+                or any(o.type is None or not o.type.is_tensor for o in node.outputs)):
+            return False
         with np.errstate(all="ignore"):
             arrays = evaluate_node(node, [None if v is None else v.const for v in node.inputs])
+        if any(np.size(a) > FOLD_ELEMENTS for a in arrays[:len(node.outputs)]):
+            return False
+    _set_constants(node, arrays)
+    return True
+
+
+def _fold(node: Node) -> bool:
+    """Evaluates ``node`` (its output types inferred) into constants on its outputs when it is shape
+    arithmetic: every input a constant, outputs of at most ``FOLD_ELEMENTS``; True when it did."""
+    if (any(v is not None and v.const is None for v in node.inputs)
+            or node.op in CONTROL_FLOW or node.op == "GraphKernel" or not OPS[node.op].deterministic
+            or any(not o.type.is_tensor or not o.type.is_static or o.type.size > FOLD_ELEMENTS
+                   for o in node.outputs)):
+        return False
+    with np.errstate(all="ignore"):
+        arrays = evaluate_node(node, [None if v is None else v.const for v in node.inputs])
+    _set_constants(node, arrays)
+    return True
+
+
+def _set_constants(node: Node, arrays: list) -> None:
     node.detach()
     for o, a in zip(node.outputs, arrays):
         o.const = np.array(a, dtype=o.type.dtype.np, order="C")          # (ascontiguousarray makes 0-d 1-d)
         o.const.setflags(write=False)
         o.type = TensorType.of(o.const)
         o.producer = None
-    return True

@@ -207,12 +207,9 @@ def gemm_records(a: np.ndarray, b, c: np.ndarray, nt: int, alpha: float = 1.0, b
     oa, oc = (_batch_offsets(x, bshape) for x in (a, c))
     ob = np.zeros(batch, np.int64) if packed else _batch_offsets(b, bshape)
     ob_bias = _batch_offsets(bias, bshape) if bias is not None else None
-    rec = np.zeros(batch * len(ranges), RECORD)
-    rec["fn"] = entry.address
-    rec["kind"] = (KIND_DOUBLE if es == 8 else 0) | (KIND_INT64 if entry.int64 else 0)
-    rec["order"], rec["transA"], rec["transB"] = order, la[0], lb[0]
-    rec["K"], rec["alpha"], rec["beta"] = k, alpha, beta
-    rec["lda"], rec["ldb"], rec["ldc"] = la[1], lb[1], lc[1]
+    words = {"fn": entry.address, "kind": (KIND_DOUBLE if es == 8 else 0) | (KIND_INT64 if entry.int64 else 0),
+             "order": order, "transA": la[0], "transB": lb[0], "K": k, "alpha": alpha, "beta": beta,
+             "lda": la[1], "ldb": lb[1], "ldc": lc[1]}
     if len(ranges) == 1:                               # one tile per batch entry: no tiling arrays
         lo, hi = ranges[0]
         rep = lambda o: o
@@ -225,18 +222,26 @@ def gemm_records(a: np.ndarray, b, c: np.ndarray, nt: int, alpha: float = 1.0, b
     # B is cut at panel boundaries only: tile_grid's column cuts are multiples of PANEL)
     a_row = (la[1] if la[0] == NO_TRANS else 1) * es
     if axis == "M":
-        rec["M"], rec["N"] = hi - lo, n
-        rec["A"], rec["B"], rec["C"] = a0 + lo * a_row, b0, c0 + lo * lc[1] * es
+        words.update(M=hi - lo, N=n, A=a0 + lo * a_row, B=b0, C=c0 + lo * lc[1] * es)
     else:
         b_off = (lo // PANEL) * lb[1] * es if packed else lo * (1 if lb[0] == NO_TRANS else lb[1]) * es
-        rec["M"], rec["N"] = m, hi - lo
-        rec["A"], rec["B"], rec["C"] = a0, b0 + b_off, c0 + lo * es
+        words.update(M=m, N=hi - lo, A=a0, B=b0 + b_off, C=c0 + lo * es)
     if bias is not None:
         rs, cs = (s // es for s in bias.strides[-2:])
         base = bias.ctypes.data + rep(ob_bias)
-        rec["bias"] = base + (lo * rs if axis == "M" else lo * cs) * es
-        rec["rs"], rec["cs"] = rs, cs
-    return rec, parallel
+        words.update(bias=base + (lo * rs if axis == "M" else lo * cs) * es, rs=rs, cs=cs)
+    return _records(batch * len(ranges), words), parallel
+
+
+def _records(count: int, words: dict) -> np.ndarray:
+    """``count`` tile records from ``words`` (field -> one value for all, or an array of ``count``)."""
+    if count == 1:                                     # (one tuple: a third of the per-field assignments' cost)
+        return np.array([tuple(v[0] if isinstance(v, np.ndarray) else v for v in
+                               (words.get(f, 0) for f in FIELDS))], RECORD)
+    rec = np.zeros(count, RECORD)
+    for name, v in words.items():
+        rec[name] = v
+    return rec
 
 
 def gemm_step(driver, a: np.ndarray, b, c: np.ndarray, nt: int, alpha: float = 1.0,
