@@ -340,3 +340,44 @@ def test_a_conv_model_warms_up_at_load(converted, monkeypatch):
     calls.clear()
     converter_lite.load(converted["attention"][1])      # a generic first run needs no warm-up
     assert calls == []
+
+
+def test_a_plan_goes_to_the_oldest_gc_generation(converted):
+    """The objects a new plan keeps are moved to the oldest generation when it is built (shape_plans.py
+    ``_collector_paused``: freeze + unfreeze), so the young collections after it do not walk them; the
+    collector stays on, and objects the process froze itself stay frozen (the move is skipped then)."""
+    import gc
+    _, path = converted["conv"]
+    model = converter_lite.load(path)
+    assert gc.isenabled()
+    model.run({"x": np.zeros((1, 3, 21, 10), F)})
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert gc.get_count()[0] < 700            # ~5,000 objects were made: none left in the young generation
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    try:
+        model.run({"x": np.zeros((1, 3, 22, 10), F)})
+        assert gc.get_freeze_count() > frozen // 2 and gc.isenabled()     # (unfreeze would make it 0)
+    finally:
+        gc.unfreeze()
+
+
+def test_shape_arithmetic_folds_but_generators_wait_for_their_size(tmp_path):
+    """Shape arithmetic on small constants folds before type inference (runtime/concretize.py
+    ``_fold_early``), but a ConstantOfShape whose small shape input asks for more than FOLD_ELEMENTS elements
+    stays a node, and the results match onnxruntime either way."""
+    from converter_lite.runtime.concretize import FOLD_ELEMENTS, concretize
+    nodes = [oh.make_node("Shape", ["x"], ["s"]), oh.make_node("Mul", ["s", "k"], ["s2"]),
+             oh.make_node("ConstantOfShape", ["s2"], ["z"], value=oh.make_tensor("v", 1, [1], [0.5])),
+             oh.make_node("ReduceSum", ["z"], ["y"], keepdims=0)]
+    proto = make_model(nodes, [tensor_info("x", F, ["a", "b"])], [tensor_info("y", F, [])],
+                       {"k": np.array([3, 3], I64)})
+    graph = import_model(proto)
+    small = concretize(graph, {"x": (2, 3)})
+    assert small.nodes == [] and small.outputs[0].const == 27       # all of it folded
+    big = concretize(graph, {"x": (100, 100)})                     # 300 x 300 > FOLD_ELEMENTS
+    assert 300 * 300 > FOLD_ELEMENTS and [n.op for n in big.nodes] == ["ConstantOfShape", "ReduceSum"]
+    model = converter_lite.load(converter_lite.convert(proto, str(tmp_path / "gen")))
+    for shape in [(2, 3), (100, 100)]:
+        x = np.zeros(shape, F)
+        assert_close(model.run({"x": x})["y"], run_ort(proto, {"x": x})[0], rtol=1e-5, atol=1e-3)

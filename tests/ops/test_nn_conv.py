@@ -137,3 +137,20 @@ def test_col2im(rng, image, block, attrs):
     x = randn(rng, 2, c * int(np.prod(block)), int(np.prod(win.out)))
     check("Col2Im", {"x": x, "image_shape": np.array(image, np.int64), "block_shape": np.array(block, np.int64)},
           const=("image_shape", "block_shape"), opset=18, **attrs)
+
+
+def test_resolved_windows_are_memoised_by_every_attribute_they_read():
+    """resolve_window caches by op, shapes, ceil_mode and strides/dilations/pads/auto_pad: a change in any of
+    them gives its own window, list and tuple attributes the same, and bad geometry raises each time."""
+    from converter_lite.ops.registry import KernelError
+    base = {"strides": [2, 2], "pads": [1, 1, 1, 1]}
+    w = resolve_window("Conv", base, (9, 9), (3, 3))
+    assert w.out == (5, 5) and resolve_window("Conv", {"strides": (2, 2), "pads": (1, 1, 1, 1)}, (9, 9), (3, 3)) == w
+    assert resolve_window("Conv", {**base, "pads": [0, 0, 0, 0]}, (9, 9), (3, 3)).out == (4, 4)
+    assert resolve_window("Conv", {**base, "dilations": [2, 2]}, (9, 9), (3, 3)).out == (4, 4)
+    assert resolve_window("Conv", {**base, "auto_pad": "SAME_UPPER"}, (9, 9), (3, 3)).pads_begin == (1, 1)
+    assert resolve_window("MaxPool", base, (8, 8), (3, 3), ceil_mode=True).out == (5, 5)
+    assert resolve_window("MaxPool", base, (8, 8), (3, 3)).out == (4, 4)
+    for _ in range(2):
+        with pytest.raises(KernelError, match="larger than padded input"):
+            resolve_window("Conv", {}, (2, 2), (3, 3))

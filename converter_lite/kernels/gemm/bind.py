@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import math
 from dataclasses import dataclass
 from functools import partial
 
@@ -138,7 +139,7 @@ def _batch_offsets(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """Byte offset of every batch entry of ``x`` broadcast to batch ``shape`` (C order)."""
     nb = len(shape)
     if x.ndim <= 2 or all(d == 1 for d in shape):
-        return np.zeros(max(1, int(np.prod(shape, dtype=np.int64))), np.int64)
+        return np.zeros(max(1, math.prod(shape)), np.int64)
     bshape = (1,) * (nb - (x.ndim - 2)) + x.shape[:-2]
     bstrides = (0,) * (nb - (x.ndim - 2)) + x.strides[:-2]
     off = np.zeros(shape, np.int64)
@@ -202,7 +203,7 @@ def gemm_records(a: np.ndarray, b, c: np.ndarray, nt: int, alpha: float = 1.0, b
             return None
         if any(s < 0 or s % es for s in bias.strides):
             return None
-    batch = int(np.prod(bshape, dtype=np.int64))
+    batch = math.prod(bshape)
     axis, ranges, parallel = tile_grid(batch, m, n, k, nt, align)
     oa, oc = (_batch_offsets(x, bshape) for x in (a, c))
     ob = np.zeros(batch, np.int64) if packed else _batch_offsets(b, bshape)
