@@ -22,6 +22,11 @@ from .tensor import as_ints, const_input, same_dtype
 def wrap_indices(idx, dim, what: str) -> np.ndarray:
     """int64 copy of ``idx`` with negative entries wrapped; raises if any entry is out of [-dim, dim)."""
     idx = np.asarray(idx).astype(np.int64)
+    if idx.ndim == 0 and isinstance(dim, (int, np.integer)):     # (shape arithmetic: one index, checked cheaply)
+        i, d = int(idx), int(dim)
+        if not -d <= i < d:
+            raise KernelError(f"{what}: index out of range for dim {d}")
+        return np.array(i + d if i < 0 else i, np.int64)
     dim = np.asarray(dim, np.int64)
     if idx.size and (np.any(idx < -dim) or np.any(idx >= dim)):
         raise KernelError(f"{what}: index out of range for dim {dim.tolist()}")

@@ -102,7 +102,9 @@ class Model:
             self._shape_plans = ShapePlans(loaded.graph, dynamic, lambda g, shared: Plan(
                 g, resolve, num_threads=num_threads, adaptive=adaptive_threads,
                 max_loop_iterations=max_loop_iterations, shared=shared))
-            if not self._generic_first and not self.plan.body_plans():   # (a loop on zeros could run long)
+            if self._generic_first:                   # its first runs at new shapes run on it: bound now
+                self.plan.prepare()
+            elif not self.plan.body_plans():          # (a loop on zeros could run long)
                 self._warm_up(loaded.graph.metadata.get(WARM_KEY))
         self._reshaper = Reshaper.of(loaded, {v.name: v.type.shape for v in loaded.graph.inputs},
                                      lambda p: Model(load_model(p), num_threads, native, adaptive_threads,
