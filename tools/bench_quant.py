@@ -2,14 +2,15 @@
 
     python -m tools.bench_quant [--threads 2] [--quick]
 
-Two tables:
+Three tables:
 
 * **WEIGHT_QUANT** (``[common_quant_param] quant_type=WEIGHT_QUANT bit_num=8``) on the real-architecture exports of
   ``../shared/models`` (and YOLOv8n when ``make wild-models`` fetched it): the ``.ms`` size against the same model
   converted without quantization, the cosine between the two models' outputs on one seeded input, and both
   latencies (the loader dequantizes, so they should match).
 * **Models quantized by onnxruntime** (``quantize_static``, QDQ, per-channel int8 weights, uint8 activations,
-  8 seeded calibration inputs) for the CNN exports: ours against onnxruntime on the same quantized file, and
+  8 seeded calibration inputs) for the CNN exports, and (``quantize_dynamic``, int8 weights, activations
+  quantized per call) for the transformers and a CNN: ours against onnxruntime on the same quantized file, and
   the cosine between the two outputs.
 
 Each engine alone in blocks, rounds interleaved (bench_timing.interleave); medians.
@@ -29,6 +30,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_MODELS = os.path.join(ROOT, "..", "shared", "models")
 WEIGHT_MODELS = ("resnet_mini", "mobilenet_v2_half", "convnext_mini", "bert_tiny", "gpt2_tiny", "vit_mini")
 QDQ_MODELS = ("resnet_mini", "mobilenet_v2_half")
+# (model, op types quantize_dynamic quantizes: None = its default, MatMul and the like)
+DYNAMIC_MODELS = (("bert_tiny", None), ("gpt2_tiny", None), ("resnet_mini", ["Conv"]))
 CONFIG = "[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=8\nmin_quant_weight_size=0\n" \
          "min_quant_weight_channel=16\n"
 
@@ -80,55 +83,73 @@ def weight_quant(threads: int, budget: Budget, work: str) -> list[dict]:
     return rows
 
 
-def qdq(threads: int, budget: Budget, work: str) -> list[dict]:
+def _onnx_feeds(src: str, seed: int) -> dict:
+    """Seeded feeds for every input of ``src`` (floats: standard normal; token ids: [0, 500))."""
     import onnx
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
+    feeds = {}
+    for inp in onnx.load(src).graph.input:
+        t = inp.type.tensor_type
+        shape = [d.dim_value or 1 for d in t.shape.dim]
+        rng = np.random.default_rng(seed)
+        feeds[inp.name] = rng.integers(0, 500, shape).astype(np.int64) if t.elem_type == 7 else \
+            rng.standard_normal(shape).astype(np.float32)
+    return feeds
 
+
+def _against_onnxruntime(name: str, quantize, threads: int, budget: Budget, work: str) -> dict:
+    """One row: ``quantize(src, path)`` writes the model quantized by onnxruntime; ours against onnxruntime on
+    that file (medians, each alone in blocks) and the cosine of their outputs."""
     import converter_lite
 
     from .bench_engines import onnxruntime
+    src = os.path.join(SHARED_MODELS, f"{name}.onnx")
+    row = {"model": name}
+    try:
+        path = os.path.join(work, f"{name}_{quantize.__name__}.onnx")
+        quantize(src, path)
+        ms = converter_lite.convert(path, path[:-5], graph_kernel_flags="--opt_level=2")
+        feeds = _onnx_feeds(src, 1)
+        ours = converter_lite.load(ms, num_threads=threads)
+        ort = onnxruntime(path, feeds, threads)
+        row["cosine"] = _cosine(list(ours.run(feeds).values())[0], ort.run()[0])
+        times = interleave({"ours": lambda: ours.run(feeds), "ort": ort.run}, budget)
+        row["ours_ms"], row["ort_ms"] = times["ours"].median, times["ort"].median
+    except Exception as e:  # noqa: BLE001
+        row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+    return row
+
+
+def qdq(threads: int, budget: Budget, work: str) -> list[dict]:
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    def static_qdq(src: str, path: str) -> None:
+        calibration = iter([_onnx_feeds(src, 10 + k) for k in range(8)])
+
+        class Reader(CalibrationDataReader):
+            def get_next(self):
+                return next(calibration, None)
+        quantize_static(src, path, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    return [_against_onnxruntime(n, static_qdq, threads, budget, work) for n in QDQ_MODELS
+            if os.path.exists(os.path.join(SHARED_MODELS, f"{n}.onnx"))]
+
+
+def dynamic(threads: int, budget: Budget, work: str) -> list[dict]:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
     rows = []
-    for name in QDQ_MODELS:
-        src = os.path.join(SHARED_MODELS, f"{name}.onnx")
-        if not os.path.exists(src):
-            continue
-        row = {"model": name}
-        try:
-            inp = onnx.load(src).graph.input[0]
-            shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
-            rng = np.random.default_rng(0)
-
-            class Reader(CalibrationDataReader):
-                def __init__(self):
-                    self.data = iter([{inp.name: rng.standard_normal(shape).astype(np.float32)} for _ in range(8)])
-
-                def get_next(self):
-                    return next(self.data, None)
-            path = os.path.join(work, f"{name}_qdq.onnx")
-            quantize_static(src, path, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-            ms = converter_lite.convert(path, os.path.join(work, f"{name}_qdq"), graph_kernel_flags="--opt_level=2")
-            feeds = {inp.name: np.random.default_rng(1).standard_normal(shape).astype(np.float32)}
-            ours = converter_lite.load(ms, num_threads=threads)
-            ort = onnxruntime(path, feeds, threads)
-            row["cosine"] = _cosine(list(ours.run(feeds).values())[0], ort.run()[0])
-            times = interleave({"ours": lambda: ours.run(feeds), "ort": ort.run}, budget)
-            row["ours_ms"], row["ort_ms"] = times["ours"].median, times["ort"].median
-        except Exception as e:  # noqa: BLE001
-            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-        rows.append(row)
+    for name, ops in DYNAMIC_MODELS:
+        def dynamic_int8(src: str, path: str, ops=ops) -> None:
+            quantize_dynamic(src, path, weight_type=QuantType.QInt8, op_types_to_quantize=ops)
+        if os.path.exists(os.path.join(SHARED_MODELS, f"{name}.onnx")):
+            rows.append(_against_onnxruntime(name, dynamic_int8, threads, budget, work))
     return rows
 
 
 def measure(threads: int = 2, quick: bool = False) -> dict:
     budget = QUICK if quick else Budget(min_seconds=1.0, max_seconds=5.0, block=10)
     with tempfile.TemporaryDirectory(prefix="cl_bench_quant_") as work:
-        return {"weight": weight_quant(threads, budget, work), "qdq": qdq(threads, budget, work)}
+        return {"weight": weight_quant(threads, budget, work), "qdq": qdq(threads, budget, work),
+                "dynamic": dynamic(threads, budget, work)}
 
 
 def lines(result: dict) -> list[str]:
@@ -143,15 +164,19 @@ def lines(result: dict) -> list[str]:
         out.append(f"| {r['model']} | {r['float_mb']:.2f} | {r['quant_mb']:.2f} | {r['quant_mb'] / r['float_mb']:.2f} | "
                    f"{r['quant_mb'] / r['onnx_mb']:.2f} | {r['cosine']:.6f} | {r['float_ms']:.3f} | "
                    f"{r['quant_ms']:.3f} |")
-    out += ["", "Models quantized by onnxruntime (quantize_static, QDQ, per-channel): ours computes the "
-            "dequantized values in float32, onnxruntime runs its int8 kernels.", "",
-            "| model | ours ms | onnxruntime ms | ours / ORT | output cosine vs ORT |", "|---|---|---|---|---|"]
-    for r in result["qdq"]:
-        if "error" in r:
-            out.append(f"| {r['model']} | {r['error']} | | | |")
-            continue
-        out.append(f"| {r['model']} | {r['ours_ms']:.3f} | {r['ort_ms']:.3f} | {r['ours_ms'] / r['ort_ms']:.2f} | "
-                   f"{r['cosine']:.6f} |")
+    for key, title in (("qdq", "Models quantized by onnxruntime (quantize_static, QDQ, per-channel): ours computes "
+                                "the dequantized values in float32, onnxruntime runs its int8 kernels."),
+                       ("dynamic", "Models quantized by onnxruntime's quantize_dynamic (int8 weights; DynamicQuantizeLinear "
+                                   "+ MatMulInteger/ConvInteger): ours runs the integer products as exact-integer "
+                                   "float32 MatMul/Conv, onnxruntime its int8 kernels.")):
+        out += ["", title, "", "| model | ours ms | onnxruntime ms | ours / ORT | output cosine vs ORT |",
+                "|---|---|---|---|---|"]
+        for r in result.get(key, []):
+            if "error" in r:
+                out.append(f"| {r['model']} | {r['error']} | | | |")
+                continue
+            out.append(f"| {r['model']} | {r['ours_ms']:.3f} | {r['ort_ms']:.3f} | {r['ours_ms'] / r['ort_ms']:.2f} | "
+                       f"{r['cosine']:.6f} |")
     return out
 
 

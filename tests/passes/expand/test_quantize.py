@@ -169,3 +169,70 @@ def test_qlinear_ops_match_the_reference_within_one_step(tmp_path, rng, op):
     got = converter_lite.load(ms).run({"x": x})["y"].astype(np.int32)
     assert np.abs(got - want).max() <= 1 and np.mean(got != want) < 0.01
     np.testing.assert_array_equal(want, run_ort(model, {"x": x})[0].astype(np.int32))
+
+
+@pytest.mark.parametrize("fill", ["random", "zeros", "positive", "negative", "ties"])
+def test_dynamic_quantize_linear_is_the_reference_at_opt_level_1(tmp_path, rng, fill):
+    """DynamicQuantizeLinear expands into reductions and elementwise ops with the reference kernel's arithmetic
+    (scale in float64 rounded to float32, 1 for an all-zero input): the same bytes, scale and zero point."""
+    from converter_lite.ops.quantize import dynamic_quantize_linear
+    x = {"random": rng.standard_normal((3, 17)).astype(np.float32) * 4,
+         "zeros": np.zeros((3, 17), np.float32),
+         "positive": rng.random((3, 17)).astype(np.float32) + 0.5,
+         "negative": -rng.random((3, 17)).astype(np.float32) - 2,
+         "ties": (np.arange(51, dtype=np.float32).reshape(3, 17) - 20) * np.float32(0.5)}[fill]
+    model = make_model([oh.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])],
+                       [tensor_info("x", np.float32, [3, 17])],
+                       [tensor_info("y", np.uint8, [3, 17]), tensor_info("s", np.float32, []),
+                        tensor_info("z", np.uint8, [])])
+    onnx.save(model, tmp_path / "d.onnx")
+    ms = converter_lite.convert(str(tmp_path / "d.onnx"), str(tmp_path / "d"), graph_kernel_flags="--opt_level=1")
+    assert "DynamicQuantizeLinear" not in {n.op for n in load_model(ms).graph.nodes}
+    got = converter_lite.load(ms).run({"x": x})
+    for name, want in zip("ysz", dynamic_quantize_linear({}, x)):
+        np.testing.assert_array_equal(got[name], want)
+    for name, want in zip("ysz", run_ort(model, {"x": x})):
+        np.testing.assert_array_equal(got[name], want)
+
+
+def _ort_dynamic(src, path, **kw):
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    quantize_dynamic(src, str(path), weight_type=QuantType.QInt8, **kw)
+    return path
+
+
+@pytest.mark.parametrize("name,ops", [("mlp_block", None), ("conv_net", ["Conv"])])
+def test_a_dynamically_quantized_model_from_onnxruntime_runs_on_float_kernels(tmp_path, rng, name, ops):
+    """onnxruntime's quantize_dynamic form (DynamicQuantizeLinear -> MatMulInteger/ConvInteger -> Cast -> scale)
+    runs as float MatMul/Conv on the native drivers, within float32 rounding of onnxruntime's integer result."""
+    src = os.path.join(ROOT, "models", name + ".onnx")
+    path = _ort_dynamic(src, tmp_path / "dyn.onnx", op_types_to_quantize=ops)
+    kinds = {n.op_type for n in onnx.load(path).graph.node}
+    assert "DynamicQuantizeLinear" in kinds and kinds & {"MatMulInteger", "ConvInteger"}, kinds
+    ms = converter_lite.convert(str(path), str(tmp_path / "q"), graph_kernel_flags="--opt_level=2")
+    left = {n.op for n in load_model(ms).graph.nodes}
+    assert not left & {"DynamicQuantizeLinear", "MatMulInteger", "ConvInteger"}, left
+    model = converter_lite.load(ms)
+    feeds = {n: rng.standard_normal(t.shape).astype(np.float32) for n, t in zip(model.input_names, model.input_types)}
+    got = np.asarray(list(model.run(feeds).values())[0], np.float64).reshape(-1)
+    want = np.asarray(run_ort(onnx.load(path), feeds)[0], np.float64).reshape(-1)
+    assert got @ want / np.linalg.norm(got) / np.linalg.norm(want) >= 0.9999
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
+
+
+def test_matmul_integer_with_a_computed_zero_point_matches_the_reference(tmp_path, rng):
+    """MatMulInteger with per-column b zero points and a computed a zero point (from DynamicQuantizeLinear),
+    exact against the integer reference (the sums stay far below 2**24)."""
+    from converter_lite.ops.nn import matmul_integer
+    w = rng.integers(-128, 128, (24, 16)).astype(np.int8)
+    wz = rng.integers(-3, 4, 16).astype(np.int8)
+    model = make_model([oh.make_node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"]),
+                        oh.make_node("MatMulInteger", ["q", "w", "z", "wz"], ["y"])],
+                       [tensor_info("x", np.float32, [2, 5, 24])], [tensor_info("y", np.int32, [2, 5, 16])],
+                       initializers={"w": w, "wz": wz})
+    onnx.save(model, tmp_path / "m.onnx")
+    ms = converter_lite.convert(str(tmp_path / "m.onnx"), str(tmp_path / "m"), graph_kernel_flags="--opt_level=2")
+    assert not {n.op for n in load_model(ms).graph.nodes} & {"MatMulInteger", "DynamicQuantizeLinear"}
+    x = rng.standard_normal((2, 5, 24)).astype(np.float32)
+    got = converter_lite.load(ms).run({"x": x})["y"]
+    np.testing.assert_array_equal(got, run_ort(model, {"x": x})[0])
