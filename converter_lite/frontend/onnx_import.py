@@ -35,6 +35,7 @@ from ..ir.dce import remove_dead_nodes
 from ..ir.input_dims import METADATA_KEY as INPUT_DIMS_KEY
 from ..ir.input_dims import Dim, InputDims
 from ..ops.builder import fresh_name
+from ..ops.qlinear_ms import MS_QUANT_OPS
 from ..ops.registry import (
     OPS,
     DynamicShapeError,
@@ -186,6 +187,8 @@ def _collect_unsupported(model: onnx.ModelProto) -> list[tuple[str, str]]:
     missing = []
     for i, n in enumerate(_all_nodes(model.graph)):
         dom = n.domain if n.domain not in ("ai.onnx",) else ""
+        if dom == "com.microsoft" and n.op_type in MS_QUANT_OPS:
+            continue                            # onnxruntime's quantized contrib ops (ops/qlinear_ms.py)
         if dom != "" or (n.op_type not in OPS and n.op_type not in _IMPORTER_OPS):
             label = n.op_type if not dom else f"{dom}::{n.op_type}"
             missing.append((label, n.name or f"{n.op_type}_{i}"))

@@ -174,10 +174,21 @@ def expand_qlinear_matmul(b: GraphBuilder, node: Node) -> list:
     if a.dtype not in INT8 or a.shape is None or len(a.shape) < 2:
         raise Declined(f"input {a.dtype.name}")
     sa, za = const_input(node, 1), _int8_const(node, 2, "a zero point")
-    w, sb, zb = _int8_const(node, 3, "b"), const_input(node, 4), _int8_const(node, 5, "b zero point")
+    sb, zb = const_input(node, 4), _int8_const(node, 5, "b zero point")
     ys, yz = const_input(node, 6), _int8_const(node, 7, "y zero point")
+    bv = node.inputs[3]
+    if bv is not None and bv.const is None:              # b computed too (attention's q @ k^T): both shifted
+        if any(p is None for p in (sa, sb, ys)) or max(np.size(sa), np.size(sb), np.size(ys)) != 1 or \
+                any(z is not None and np.size(z) != 1 for z in (za, zb)) or bv.dtype not in INT8:
+            raise Declined("per-row/column parameters of a computed b")
+        scalar = lambda p: p.reshape(())               # noqa: E731
+        acc = b.op("MatMul", _shift(b, a, za, scalar), _shift(b, b.wrap(bv), zb, scalar))
+        mult = np.float32(np.asarray(sa, np.float32).reshape(())) * np.asarray(sb, np.float32).reshape(()) / \
+            np.asarray(ys, np.float32).reshape(())
+        return [_requantize(b, acc, np.asarray(mult, np.float32), yz, node.outputs[0].dtype)]
+    w = _int8_const(node, 3, "b")
     if w is None or any(p is None for p in (sa, sb, ys)) or w.ndim != 2 or np.size(ys) != 1:
-        raise Declined("non-constant or non-2-D b, or missing scales")
+        raise Declined("non-2-D b, or missing scales")
     if np.size(sa) != 1 or (za is not None and np.size(za) != 1):
         raise Declined("per-row a parameters")
     col = (lambda p: p.reshape(-1)) if max(np.size(sb), np.size(zb if zb is not None else 0)) > 1 \
@@ -268,3 +279,132 @@ def expand_conv_integer(b: GraphBuilder, node: Node) -> list:
                                                              "strides")}
     acc = b.op("Conv", _zero_point_shift(b, x, node, 2, "x zero point"), b.const(np.ascontiguousarray(wf)), **attrs)
     return [b.op("Cast", acc, to=int(DType.int32))]
+
+
+# -- onnxruntime's quantized contrib ops (com.microsoft, QOperator models): ops/qlinear_ms.py ------------------------
+# Each is quantize(f(dequantize(inputs))): the dequantization and quantization become the elementwise chains
+# above, ``f`` the float op, so they fuse with their neighbours and the pools/products run on the native drivers.
+
+def _scalar_const(node: Node, i: int, what: str, ints: bool = False):
+    v = const_input(node, i)
+    if v is not None and (np.size(v) != 1 or (ints and DType.from_np(v.dtype) not in INT8)):
+        raise Declined(f"{what} of shape {list(np.shape(v))} and type {np.asarray(v).dtype}")
+    return None if v is None else np.asarray(v).reshape(())
+
+
+def _dequantized(b: GraphBuilder, node: Node, x: int, s: int, z: int):
+    """Input ``x`` of ``node`` dequantized with its constant scalar scale (input ``s``) and zero point (``z``)."""
+    v = input_value(b, node, x)
+    if v is None or v.dtype not in INT8:
+        raise Declined(f"input {x} is not int8/uint8")
+    scale, zp = _scalar_const(node, s, "scale"), _scalar_const(node, z, "zero point", ints=True)
+    if scale is None:
+        raise Declined("missing scale")
+    t = b.op("Cast", v, to=int(DType.float32))
+    if zp is not None and zp != 0:
+        t = b.op("Sub", t, b.const(np.float32(zp)))
+    return b.op("Mul", t, b.const(np.float32(scale)))
+
+
+def _quantized(b: GraphBuilder, node: Node, y, s: int, z: int):
+    """saturate(round(y / scale) + zero point) as the zero point's type (the output's)."""
+    scale, zp = _scalar_const(node, s, "scale"), _scalar_const(node, z, "zero point", ints=True)
+    out = node.outputs[0].dtype
+    if scale is None or out not in INT8:
+        raise Declined(f"output {out.name} or missing scale")
+    t = b.op("Round", b.op("Div", y, b.const(np.float32(scale))))
+    if zp is not None and zp != 0:
+        t = b.op("Add", t, b.const(np.float32(zp)))
+    info = np.iinfo(out.np)
+    t = b.op("Min", b.op("Max", t, b.const(np.float32(info.min))), b.const(np.float32(info.max)))
+    return b.op("Cast", t, to=int(out))
+
+
+def _binary_q(op: str):
+    def expand(b: GraphBuilder, node: Node) -> list:
+        y = b.op(op, _dequantized(b, node, 0, 1, 2), _dequantized(b, node, 3, 4, 5))
+        return [_quantized(b, node, y, 6, 7)]
+    return expand
+
+
+expander("QLinearAdd")(_binary_q("Add"))
+expander("QLinearMul")(_binary_q("Mul"))
+
+
+def _unary_q(f):
+    def expand(b: GraphBuilder, node: Node) -> list:
+        if int(node.attrs.get("channels_last", 0)):
+            raise Declined("channels_last")
+        return [_quantized(b, node, f(b, node, _dequantized(b, node, 0, 1, 2)), 3, 4)]
+    return expand
+
+
+def _sigmoid_f(b, node, x):
+    one = b.const(np.float32(1.0))
+    return b.op("Div", one, b.op("Add", b.op("Exp", b.op("Neg", x)), one))
+
+
+def _leaky_f(b, node, x):
+    zero = b.const(np.float32(0.0))
+    return b.op("Where", b.op("Less", x, zero), b.op("Mul", x, b.const(np.float32(node.attrs.get("alpha", 0.01)))), x)
+
+
+def _softmax_f(b, node, x):
+    if int(node.attrs.get("opset", 13)) < 13 and int(node.attrs.get("axis", -1)) not in (-1, len(x.shape) - 1):
+        raise Declined("opset < 13 Softmax over several axes")
+    return b.op("Softmax", x, axis=int(node.attrs.get("axis", -1)))
+
+
+def _pool_f(op: str):
+    def f(b, node, x):
+        return b.op(op, x, **{k: v for k, v in node.attrs.items() if k in (
+            "auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides")})
+    return f
+
+
+expander("QLinearSigmoid")(_unary_q(_sigmoid_f))
+expander("QLinearLeakyRelu")(_unary_q(_leaky_f))
+expander("QLinearSoftmax")(_unary_q(_softmax_f))
+expander("QLinearGlobalAveragePool")(_unary_q(_pool_f("GlobalAveragePool")))
+expander("QLinearAveragePool")(_unary_q(_pool_f("AveragePool")))
+
+
+@expander("QLinearConcat")
+def expand_qlinear_concat(b: GraphBuilder, node: Node) -> list:
+    n = len(node.inputs)
+    if n < 5 or (n - 2) % 3:
+        raise Declined(f"{n} inputs")
+    xs = [_dequantized(b, node, i, i + 1, i + 2) for i in range(2, n, 3)]
+    return [_quantized(b, node, b.op("Concat", *xs, axis=int(node.attrs.get("axis", 0))), 0, 1)]
+
+
+@expander("QGemm")
+def expand_qgemm(b: GraphBuilder, node: Node) -> list:
+    a = input_value(b, node, 0)
+    if a.dtype not in INT8 or a.shape is None or len(a.shape) != 2 or int(node.attrs.get("transA", 0)):
+        raise Declined(f"input {a.dtype.name} (or transA)")
+    sa, za = _scalar_const(node, 1, "a scale"), _int8_const(node, 2, "a zero point")
+    w, sb, zb = _int8_const(node, 3, "b"), const_input(node, 4), _int8_const(node, 5, "b zero point")
+    bias = const_input(node, 6)
+    if w is None or sa is None or sb is None or w.ndim != 2:
+        raise Declined("non-constant b or missing scales")
+    if za is not None and np.size(za) != 1:
+        raise Declined("per-row a zero point")
+    if int(node.attrs.get("transB", 0)):
+        w = w.T
+    n = w.shape[1]
+    col = (lambda p: np.asarray(p, np.float32).reshape(-1)) if max(np.size(sb), np.size(zb if zb is not None else 0)) > 1 \
+        else (lambda p: np.asarray(p, np.float32).reshape(()))
+    if np.size(sb) not in (1, n) or (zb is not None and np.size(zb) not in (1, n)):
+        raise Declined("b parameters neither per-tensor nor per-column")
+    wf = w.astype(np.float32) - (0 if zb is None else col(zb))
+    acc = b.op("MatMul", _shift(b, a, za, lambda p: p.reshape(())), b.const(np.ascontiguousarray(wf)))
+    if bias is not None:
+        if np.abs(np.asarray(bias, np.int64)).max(initial=0) >= 2 ** 24:
+            raise Declined("bias beyond float32's exact integers")
+        acc = b.op("Add", acc, b.const(np.asarray(bias, np.float32)))
+    mult = np.float32(node.attrs.get("alpha", 1.0)) * np.float32(sa) * col(sb)
+    y = b.op("Mul", acc, b.const(np.asarray(mult, np.float32)))
+    if len(node.inputs) <= 7 or node.inputs[7] is None:
+        return [y]
+    return [_quantized(b, node, y, 7, 8)]

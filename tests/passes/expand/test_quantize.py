@@ -236,3 +236,73 @@ def test_matmul_integer_with_a_computed_zero_point_matches_the_reference(tmp_pat
     x = rng.standard_normal((2, 5, 24)).astype(np.float32)
     got = converter_lite.load(ms).run({"x": x})["y"]
     np.testing.assert_array_equal(got, run_ort(model, {"x": x})[0])
+
+
+def _ms_case(op, rng):
+    """(nodes, inputs, initializers, feeds, output type) of one onnxruntime contrib quantized op (com.microsoft)."""
+    u8 = np.uint8
+    x = rng.integers(0, 256, (2, 8, 5, 7)).astype(u8)
+    xin = [tensor_info("x", u8, list(x.shape))]
+    sc, zp = np.float32, u8
+    if op in ("QLinearAdd", "QLinearMul"):
+        inits = {"xs": sc(0.02), "xz": zp(128), "y": rng.integers(0, 256, (1, 8, 1, 7)).astype(u8), "ys": sc(0.03),
+                 "yz": zp(100), "os": sc(0.05 if op == "QLinearAdd" else 0.2), "oz": zp(120)}
+        return [oh.make_node(op, ["x", "xs", "xz", "y", "ys", "yz", "os", "oz"], ["o"], domain="com.microsoft")], \
+            xin, inits, {"x": x}, u8
+    if op == "QLinearConcat":
+        inits = {"os": sc(0.05), "oz": zp(128), "xs": sc(0.04), "xz": zp(120),
+                 "x2": rng.integers(0, 256, (2, 3, 5, 7)).astype(u8), "x2s": sc(0.06), "x2z": zp(130)}
+        return [oh.make_node(op, ["os", "oz", "x", "xs", "xz", "x2", "x2s", "x2z"], ["o"], domain="com.microsoft",
+                             axis=1)], xin, inits, {"x": x}, u8
+    if op == "QGemm":
+        a = rng.integers(0, 256, (6, 24)).astype(u8)
+        inits = {"as": sc(0.02), "az": zp(128), "w": rng.integers(-127, 128, (10, 24)).astype(np.int8),
+                 "ws": np.linspace(0.001, 0.01, 10).astype(np.float32), "wz": np.zeros(10, np.int8),
+                 "c": rng.integers(-500, 500, 10).astype(np.int32), "os": sc(0.1), "oz": zp(128)}
+        return [oh.make_node(op, ["a", "as", "az", "w", "ws", "wz", "c", "os", "oz"], ["o"], domain="com.microsoft",
+                             transB=1, alpha=0.5)], [tensor_info("a", u8, [6, 24])], inits, {"a": a}, u8
+    attrs = {"QLinearLeakyRelu": {"alpha": 0.1}, "QLinearSoftmax": {"axis": -1, "opset": 13},
+             "QLinearAveragePool": {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}}.get(op, {})
+    unit = op in ("QLinearSigmoid", "QLinearSoftmax")
+    inits = {"xs": sc(0.05), "xz": zp(128), "os": sc(1 / 256 if unit else 0.04), "oz": zp(0 if unit else 128)}
+    return [oh.make_node(op, ["x", "xs", "xz", "os", "oz"], ["o"], domain="com.microsoft", **attrs)], xin, inits, \
+        {"x": x}, u8
+
+
+MS_OPS = ["QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearGlobalAveragePool",
+          "QLinearAveragePool", "QLinearConcat", "QLinearSoftmax", "QGemm"]
+
+
+@pytest.mark.parametrize("op", MS_OPS)
+def test_onnxruntime_contrib_quantized_ops(tmp_path, rng, op):
+    """com.microsoft QLinear*/QGemm (what onnxruntime's quantizer writes in QOperator models) import; the reference
+    kernel (opt_level 0) gives onnxruntime's bytes (AveragePool: within one step), the expansion into float ops
+    (opt_level 1) the same, and at opt_level 2 (x / c -> x * (1 / c)) within one step."""
+    nodes, inputs, inits, feeds, out = _ms_case(op, rng)
+    model = make_model(nodes, inputs, [tensor_info("o", out, None)], initializers=inits)
+    model.opset_import.append(oh.make_opsetid("com.microsoft", 1))
+    onnx.save(model, tmp_path / "m.onnx")
+    want = run_ort(model, feeds)[0].astype(np.int32)
+    for level, steps in ((0, 1 if op == "QLinearAveragePool" else 0), (1, 1 if op == "QLinearAveragePool" else 0),
+                         (2, 1)):
+        ms = converter_lite.convert(str(tmp_path / "m.onnx"), str(tmp_path / f"m{level}"),
+                                    graph_kernel_flags=f"--opt_level={level}")
+        assert (op in {n.op for n in load_model(ms).graph.nodes}) == (level == 0), level
+        got = converter_lite.load(ms).run(feeds)["o"].astype(np.int32)
+        assert np.abs(got - want).max() <= steps and np.mean(got != want) < 0.05, (level, np.abs(got - want).max())
+
+
+def test_a_full_qoperator_model_from_onnxruntime_runs(tmp_path, rng):
+    """conv_net quantized by onnxruntime in QOperator form with every op it quantizes (QLinearConv, and the
+    com.microsoft QLinearAdd, QLinearGlobalAveragePool and QGemm) converts (it was -300) and matches."""
+    from onnxruntime.quantization import QuantFormat
+    qop, shape = _ort_quantized(tmp_path / "qop.onnx", rng, QuantFormat.QOperator)
+    kinds = {n.op_type for n in onnx.load(qop).graph.node if n.domain == "com.microsoft"}
+    assert kinds >= {"QLinearAdd", "QGemm"}, kinds
+    ms = converter_lite.convert(str(qop), str(tmp_path / "q"), graph_kernel_flags="--opt_level=2")
+    ops = {n.op for n in load_model(ms).graph.nodes}
+    assert not ops & set(MS_OPS), ops
+    x = rng.standard_normal(shape).astype(np.float32)
+    got = np.asarray(list(converter_lite.load(ms).run({"x": x}).values())[0], np.float64).reshape(-1)
+    want = np.asarray(run_ort(onnx.load(qop), {"x": x})[0], np.float64).reshape(-1)
+    assert got @ want / np.linalg.norm(got) / np.linalg.norm(want) >= 0.999
