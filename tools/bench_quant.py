@@ -2,14 +2,14 @@
 
     python -m tools.bench_quant [--threads 2] [--quick]
 
-Three tables:
+Four tables:
 
 * **WEIGHT_QUANT** (``[common_quant_param] quant_type=WEIGHT_QUANT bit_num=8``) on the real-architecture exports of
   ``../shared/models`` (and YOLOv8n when ``make wild-models`` fetched it): the ``.ms`` size against the same model
   converted without quantization, the cosine between the two models' outputs on one seeded input, and both
   latencies (the loader dequantizes, so they should match).
 * **Models quantized by onnxruntime** (``quantize_static``, QDQ, per-channel int8 weights, uint8 activations,
-  8 seeded calibration inputs) for the CNN exports, and (``quantize_dynamic``, int8 weights, activations
+  8 seeded calibration inputs) for the CNN exports, in QOperator form (``QOPERATOR_MODELS``), and (``quantize_dynamic``, int8 weights, activations
   quantized per call) for the transformers and a CNN: ours against onnxruntime on the same quantized file, and
   the cosine between the two outputs.
 
@@ -30,6 +30,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_MODELS = os.path.join(ROOT, "..", "shared", "models")
 WEIGHT_MODELS = ("resnet_mini", "mobilenet_v2_half", "convnext_mini", "bert_tiny", "gpt2_tiny", "vit_mini")
 QDQ_MODELS = ("resnet_mini", "mobilenet_v2_half")
+# QOperator: ../shared/models' CNNs trip onnxruntime's quantizer (a Conv bias it expects as an initializer)
+QOPERATOR_MODELS = ("conv_net", "vit_mini")
 # (model, op types quantize_dynamic quantizes: None = its default, MatMul and the like)
 DYNAMIC_MODELS = (("bert_tiny", None), ("gpt2_tiny", None), ("resnet_mini", ["Conv"]))
 CONFIG = "[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=8\nmin_quant_weight_size=0\n" \
@@ -96,13 +98,19 @@ def _onnx_feeds(src: str, seed: int) -> dict:
     return feeds
 
 
+def _source(name: str) -> str:
+    """``name``.onnx in ../shared/models, else in models/."""
+    shared = os.path.join(SHARED_MODELS, f"{name}.onnx")
+    return shared if os.path.exists(shared) else os.path.join(ROOT, "models", f"{name}.onnx")
+
+
 def _against_onnxruntime(name: str, quantize, threads: int, budget: Budget, work: str) -> dict:
     """One row: ``quantize(src, path)`` writes the model quantized by onnxruntime; ours against onnxruntime on
     that file (medians, each alone in blocks) and the cosine of their outputs."""
     import converter_lite
 
     from .bench_engines import onnxruntime
-    src = os.path.join(SHARED_MODELS, f"{name}.onnx")
+    src = _source(name)
     row = {"model": name}
     try:
         path = os.path.join(work, f"{name}_{quantize.__name__}.onnx")
@@ -119,19 +127,30 @@ def _against_onnxruntime(name: str, quantize, threads: int, budget: Budget, work
     return row
 
 
-def qdq(threads: int, budget: Budget, work: str) -> list[dict]:
+def _static(fmt: str):
+    """quantize_static(src, path) in format ``fmt`` ("QDQ" or "QOperator"), 8 seeded calibration inputs."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
-    def static_qdq(src: str, path: str) -> None:
+    def quantize(src: str, path: str) -> None:
         calibration = iter([_onnx_feeds(src, 10 + k) for k in range(8)])
 
         class Reader(CalibrationDataReader):
             def get_next(self):
                 return next(calibration, None)
-        quantize_static(src, path, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+        quantize_static(src, path, Reader(), quant_format=getattr(QuantFormat, fmt), per_channel=True,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-    return [_against_onnxruntime(n, static_qdq, threads, budget, work) for n in QDQ_MODELS
-            if os.path.exists(os.path.join(SHARED_MODELS, f"{n}.onnx"))]
+    quantize.__name__ = f"static_{fmt.lower()}"
+    return quantize
+
+
+def qdq(threads: int, budget: Budget, work: str) -> list[dict]:
+    return [_against_onnxruntime(n, _static("QDQ"), threads, budget, work) for n in QDQ_MODELS
+            if os.path.exists(_source(n))]
+
+
+def qoperator(threads: int, budget: Budget, work: str) -> list[dict]:
+    return [_against_onnxruntime(n, _static("QOperator"), threads, budget, work) for n in QOPERATOR_MODELS
+            if os.path.exists(_source(n))]
 
 
 def dynamic(threads: int, budget: Budget, work: str) -> list[dict]:
@@ -140,7 +159,7 @@ def dynamic(threads: int, budget: Budget, work: str) -> list[dict]:
     for name, ops in DYNAMIC_MODELS:
         def dynamic_int8(src: str, path: str, ops=ops) -> None:
             quantize_dynamic(src, path, weight_type=QuantType.QInt8, op_types_to_quantize=ops)
-        if os.path.exists(os.path.join(SHARED_MODELS, f"{name}.onnx")):
+        if os.path.exists(_source(name)):
             rows.append(_against_onnxruntime(name, dynamic_int8, threads, budget, work))
     return rows
 
@@ -149,7 +168,7 @@ def measure(threads: int = 2, quick: bool = False) -> dict:
     budget = QUICK if quick else Budget(min_seconds=1.0, max_seconds=5.0, block=10)
     with tempfile.TemporaryDirectory(prefix="cl_bench_quant_") as work:
         return {"weight": weight_quant(threads, budget, work), "qdq": qdq(threads, budget, work),
-                "dynamic": dynamic(threads, budget, work)}
+                "qoperator": qoperator(threads, budget, work), "dynamic": dynamic(threads, budget, work)}
 
 
 def lines(result: dict) -> list[str]:
@@ -166,6 +185,9 @@ def lines(result: dict) -> list[str]:
                    f"{r['quant_ms']:.3f} |")
     for key, title in (("qdq", "Models quantized by onnxruntime (quantize_static, QDQ, per-channel): ours computes "
                                 "the dequantized values in float32, onnxruntime runs its int8 kernels."),
+                       ("qoperator", "Models quantized by onnxruntime in QOperator form (quantize_static: QLinearConv/"
+                                     "QLinearMatMul and the com.microsoft QLinearAdd/Mul/Softmax/Concat/"
+                                     "GlobalAveragePool, QGemm): ours expands them into float ops."),
                        ("dynamic", "Models quantized by onnxruntime's quantize_dynamic (int8 weights; DynamicQuantizeLinear "
                                    "+ MatMulInteger/ConvInteger): ours runs the integer products as exact-integer "
                                    "float32 MatMul/Conv, onnxruntime its int8 kernels.")):
