@@ -5,11 +5,12 @@ Layout (all integers little-endian)::
     0   magic  b"CLMS"
     4   uint32 format version (FORMAT_VERSION)
     8   uint64 header length in bytes
-    16  uint32 CRC32 of the header
+    16  uint32 CRC32 of the header (as stored)
     20  uint32 reserved (0)
     24  uint64 total file size in bytes (truncation check)
     32  header: UTF-8 JSON {"metadata": {...}, "graph": <graph_codec encoding>,
-                            "sections": [{"name", "offset", "size", "crc32"}, ...]}
+                            "sections": [{"name", "offset", "size", "crc32"}, ...]},
+        zlib-compressed from version 3 (the graph's JSON compresses ~12x: bert_tiny's 70 KB header is 6 KB)
     ... zero padding to a multiple of 64 = the data area start
     data area: the sections, each starting 64-byte aligned; offsets in the table are relative to the
                data area.  Section "weights" holds every constant and array attribute (graph_codec.py);
@@ -45,8 +46,9 @@ from .graph_codec import (
 MAGIC = b"CLMS"
 # 2: the graph records which native drivers each node may run on (``native_drivers``) and the native code links
 # only those; a version-1 file linked every driver and left the choice to the runtime, which no longer makes it
-FORMAT_VERSION = 2
-SUPPORTED_VERSIONS = (FORMAT_VERSION,)
+# 3: the header is zlib-compressed (version-2 files, with a plain JSON header, are still read)
+FORMAT_VERSION = 3
+SUPPORTED_VERSIONS = (2, FORMAT_VERSION)
 WEIGHTS_SECTION = "weights"
 SOURCE_SECTION = "source/model.onnx"     # the ONNX source of a model with dynamic dims (runtime/respecialize.py)
 _PREFIX = struct.Struct("<4sIQIIQ")
@@ -82,7 +84,7 @@ def save_model(path: str | os.PathLike, graph: Graph, metadata: Mapping[str, Any
         header = {"metadata": meta, "graph": graph_obj,
                   "sections": [{"name": n, "offset": off, "size": size, "crc32": crc}
                                for n, off, size, crc, _ in blobs]}
-        header_bytes = json.dumps(header, separators=(",", ":")).encode("utf-8")
+        header_bytes = zlib.compress(json.dumps(header, separators=(",", ":")).encode("utf-8"), 6)
     except (CodecError, TypeError, ValueError) as e:
         raise ConverterError(RET_ERROR, f"cannot save model file {path}: {e}") from None
     data_start = align_up(_PREFIX.size + len(header_bytes))
@@ -194,11 +196,12 @@ def _parse(path: str, buf: memoryview) -> LoadedModel:
     if zlib.crc32(header_bytes) != header_crc:
         raise _fail(path, "is corrupted (header checksum mismatch)")
     try:
-        header = json.loads(bytes(header_bytes).decode("utf-8"))
+        text = bytes(header_bytes) if version < 3 else zlib.decompress(header_bytes)
+        header = json.loads(text.decode("utf-8"))
         table = {s["name"]: (int(s["offset"]), int(s["size"]), int(s["crc32"])) for s in header["sections"]}
         metadata = header["metadata"]
         graph_obj = header["graph"]
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError, zlib.error) as e:
         raise _fail(path, f"has an invalid header ({type(e).__name__}: {e})") from None
     data_start = align_up(_PREFIX.size + header_len)
     views: dict[str, memoryview] = {}

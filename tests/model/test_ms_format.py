@@ -196,7 +196,7 @@ def test_other_version(tmp_path, good_file):
     _, data = good_file
     p = tmp_path / "v.ms"
     p.write_bytes(data[:4] + struct.pack("<I", FORMAT_VERSION + 1) + data[8:])
-    _expect_error(p, f"format version {FORMAT_VERSION + 1}.*reads version {FORMAT_VERSION}")
+    _expect_error(p, f"format version {FORMAT_VERSION + 1}.*reads version .*{FORMAT_VERSION}")
 
 
 def test_flipped_byte_in_header(tmp_path, good_file):
@@ -228,15 +228,21 @@ def test_trailing_garbage(tmp_path, good_file):
     _expect_error(p, "corrupted")
 
 
-def _rewrite_header(data: bytes, header: bytes) -> bytes:
-    """A file whose header is replaced (with a valid checksum), e.g. to test header validation."""
+def _header(data: bytes) -> bytes:
+    """The JSON header of a (version 3: zlib-compressed header) file."""
+    return zlib.decompress(data[32: 32 + struct.unpack("<Q", data[8:16])[0]])
+
+
+def _rewrite_header(data: bytes, header: bytes, version: int = FORMAT_VERSION) -> bytes:
+    """A file whose JSON header is replaced (compressed from version 3, with a valid checksum), e.g. to test
+    header validation."""
+    stored = header if version < 3 else zlib.compress(header)
     old_len = struct.unpack("<Q", data[8:16])[0]
     old_start = -(-(32 + old_len) // 64) * 64
-    new_start = -(-(32 + len(header)) // 64) * 64
+    new_start = -(-(32 + len(stored)) // 64) * 64
     body = data[old_start:]
-    prefix = struct.pack("<4sIQIIQ", MAGIC, FORMAT_VERSION, len(header), zlib.crc32(header), 0,
-                         new_start + len(body))
-    return prefix + header + bytes(new_start - 32 - len(header)) + body
+    prefix = struct.pack("<4sIQIIQ", MAGIC, version, len(stored), zlib.crc32(stored), 0, new_start + len(body))
+    return prefix + stored + bytes(new_start - 32 - len(stored)) + body
 
 
 @pytest.mark.parametrize("mutate", [
@@ -248,11 +254,31 @@ def _rewrite_header(data: bytes, header: bytes) -> bytes:
 ], ids=["not-json", "missing-keys", "bad-values", "bad-value-ref", "section-outside"])
 def test_invalid_header(tmp_path, good_file, mutate):
     _, data = good_file
-    header_len = struct.unpack("<Q", data[8:16])[0]
-    header = data[32: 32 + header_len]
     p = tmp_path / "i.ms"
-    p.write_bytes(_rewrite_header(data, mutate(header)))
+    p.write_bytes(_rewrite_header(data, mutate(_header(data))))
     _expect_error(p, "invalid header")
+
+
+def test_a_compressed_header_that_is_not_zlib_is_invalid(tmp_path, good_file):
+    _, data = good_file
+    junk = b"not zlib data at all"
+    old_start = -(-(32 + struct.unpack("<Q", data[8:16])[0]) // 64) * 64
+    new_start = -(-(32 + len(junk)) // 64) * 64
+    body = data[old_start:]
+    p = tmp_path / "z.ms"
+    p.write_bytes(struct.pack("<4sIQIIQ", MAGIC, FORMAT_VERSION, len(junk), zlib.crc32(junk), 0, new_start + len(body))
+                  + junk + bytes(new_start - 32 - len(junk)) + body)
+    _expect_error(p, "invalid header")
+
+
+def test_version_2_files_with_a_plain_header_still_load(tmp_path, good_file):
+    """Format version 2 stored the JSON header uncompressed; such files load as before."""
+    path, data = good_file
+    p = tmp_path / "v2.ms"
+    p.write_bytes(_rewrite_header(data, _header(data), version=2))
+    old, new = load_model(p), load_model(path)
+    assert old.format_version == 2 and old.metadata == new.metadata
+    assert [n.op for n in old.graph.nodes] == [n.op for n in new.graph.nodes]
 
 
 def test_load_time_of_50mb_weights(tmp_path):

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import struct
+import zlib
 
 import numpy as np
 import onnx
@@ -188,7 +189,7 @@ def custom_op() -> onnx.ModelProto:
 def _layout(data: bytes) -> tuple[dict, int]:
     """(header JSON, data-area start) of a .ms file."""
     header_len = struct.unpack("<Q", data[8:16])[0]
-    header = json.loads(data[32:32 + header_len])
+    header = json.loads(zlib.decompress(data[32:32 + header_len]))      # (format version 3: compressed)
     return header, -(-(32 + header_len) // 64) * 64
 
 
