@@ -1,7 +1,8 @@
 """Benchmark input data: random (seeded) inputs, input files (.bin raw / .npy / one .npz), --inputShapes.
 
 Random data follows MindSpore's benchmark where it is sensible: floats uniform in [0.1, 1.0) (positive, so Log,
-Sqrt and divisions stay finite), integers uniform in [0, 100) clipped to the dtype, bools uniform.  An integer
+Sqrt and divisions stay finite; rounded to the type, so a low-precision float may reach 0 or 1.0), integers
+uniform in [0, 100) clipped to the dtype (int4 [0, 8), uint4 [0, 16)), bools uniform.  An integer
 input read as indices by Gather/GatherElements gets the indexed axis as its upper bound, and the model's
 metadata may override any input's range with ``"input_ranges": {"name": [low, high]}``.
 """
@@ -11,6 +12,7 @@ import logging
 import os
 from collections.abc import Sequence
 
+import ml_dtypes
 import numpy as np
 
 from ..errors import RET_ERROR, RET_INPUT_PARAM_INVALID, ConverterError
@@ -84,11 +86,12 @@ def random_array(rng: np.random.Generator, t: TensorType, low: float, high: floa
         return rng.uniform(low, high, size=t.shape).astype(dt.np)
     if dt is DType.string:
         return np.array(rng.integers(0, 100, size=t.shape).astype(str), dtype=object)
-    info = np.iinfo(dt.np)
+    info = ml_dtypes.iinfo(dt.np)                  # numpy's iinfo does not know int4/uint4
     lo, hi = max(int(low), info.min), min(int(high), info.max + 1)
     if hi <= lo:
         hi = lo + 1
-    return rng.integers(lo, hi, size=t.shape, dtype=dt.np)
+    drawn = np.int8 if dt.is_low_precision else dt.np   # int4/uint4: drawn as int8, then narrowed
+    return rng.integers(lo, hi, size=t.shape, dtype=drawn).astype(dt.np, copy=False)
 
 
 def _default_range(value: Value) -> tuple[float, float]:

@@ -13,15 +13,19 @@ Value indices are local to their graph.  Attribute values map to JSON as follows
 finite or non-finite floats map to themselves (``Infinity``/``NaN`` are written the way Python's json module
 does); a tuple or list becomes a JSON list (decoded as a tuple); everything else is a tagged object
 ``{"$": tag, ...}``: ``"array"`` (a tensor ref), ``"graph"`` (a nested encoded graph), ``"dict"`` (string keys),
-``"scalar"`` (a numpy scalar: dtype + value).
+``"scalar"`` (a numpy scalar: dtype tag + value).
 
 A weight stored quantized (``[common_quant_param] quant_type=WEIGHT_QUANT``) is ``{"dtype": float dtype, "shape":
 [...], "quant": {"bits": int, "axis": int, "q": <int8/int16 tensor ref>, "scale": <float32 tensor ref>}}``,
 dequantized at load (model/quantized.py).
-A tensor ref is ``{"dtype": numpy dtype str, "shape": [...], "offset": int, "nbytes": int}`` into the weights
+A tensor ref is ``{"dtype": dtype tag, "shape": [...], "offset": int, "nbytes": int}`` into the weights
 blob, where each tensor starts on a 64-byte boundary so that loading can view it in place (np.frombuffer over a
 memory map, no copy).  String tensors (dtype object) are stored inline as ``{"dtype": "str", "shape": [...],
 "items": [...]}``.  Data is little-endian.
+
+A dtype tag is the numpy dtype str (``"<f4"``), or for the low-precision types (``DType.is_low_precision``:
+ml_dtypes arrays, whose dtype str is a bare ``"<V2"``, or even ``"<f1"`` for float8e5m2) the DType name
+(``"bfloat16"``, ``"int4"``), their data one element per numpy element (int4/uint4/float4e2m1 one byte each).
 """
 from __future__ import annotations
 
@@ -43,6 +47,30 @@ class CodecError(ValueError):
 
 def align_up(n: int, alignment: int = ALIGN) -> int:
     return (n + alignment - 1) // alignment * alignment
+
+
+# the low-precision types, stored under their DType name (module docstring): name <-> numpy dtype
+_LOW_PRECISION = {d.name: d.np for d in DType if d.is_low_precision}
+_LOW_PRECISION_NAME = {dt: name for name, dt in _LOW_PRECISION.items()}
+
+
+def _dtype_tag(dtype: np.dtype) -> str:
+    """The dtype tag of ``dtype`` (module docstring); CodecError for a type the format cannot hold."""
+    if dtype in _LOW_PRECISION_NAME:
+        return _LOW_PRECISION_NAME[dtype]
+    if dtype.kind not in "biuf":
+        raise CodecError(f"cannot store an array of dtype {dtype}")
+    return dtype.newbyteorder("<").str
+
+
+def _tag_dtype(tag: str) -> np.dtype:
+    """The numpy dtype a dtype tag names; CodecError for any other tag."""
+    if tag in _LOW_PRECISION:
+        return _LOW_PRECISION[tag]
+    dtype = np.dtype(tag)
+    if dtype.kind not in "biuf" or dtype in _LOW_PRECISION_NAME:     # float8e5m2's "<f1" only by name
+        raise CodecError(f"unsupported dtype {tag!r}")
+    return dtype
 
 
 class WeightsWriter:
@@ -70,11 +98,12 @@ class WeightsWriter:
         if a.dtype == object or a.dtype.kind in "US":
             ref = {"dtype": "str", "shape": list(a.shape), "items": [str(x) for x in a.reshape(-1)]}
         else:
-            if a.dtype.kind not in "biuf":
-                raise CodecError(f"cannot store an array of dtype {a.dtype}")
+            tag = _dtype_tag(a.dtype)
+            if a.dtype in _LOW_PRECISION_NAME:      # its bits, as the unsigned integers of its size
+                a = np.asarray(a, order="C").view(f"u{a.dtype.itemsize}")
             a = np.asarray(a, dtype=a.dtype.newbyteorder("<"), order="C")   # keeps 0-d arrays 0-d
             offset = align_up(self.size)
-            ref = {"dtype": a.dtype.str, "shape": list(a.shape), "offset": offset, "nbytes": a.nbytes}
+            ref = {"dtype": tag, "shape": list(a.shape), "offset": offset, "nbytes": a.nbytes}
             if a.nbytes:
                 self.chunks.append((offset, a))
                 self.size = offset + a.nbytes
@@ -95,9 +124,9 @@ def read_tensor(ref: dict, blob: memoryview | bytes, blob_size: int) -> np.ndarr
         arr = np.empty(len(items), dtype=object)
         arr[:] = [str(x) for x in items]
         return arr.reshape(shape)
-    dtype = np.dtype(ref["dtype"])
-    if dtype.kind not in "biuf":
-        raise CodecError(f"unsupported tensor dtype {ref['dtype']!r}")
+    dtype = _tag_dtype(ref["dtype"])
+    low = dtype in _LOW_PRECISION_NAME
+    stored = np.dtype(f"<u{dtype.itemsize}") if low else dtype     # the bits of a low-precision type
     count = int(np.prod(shape, dtype=np.int64))
     nbytes, offset = int(ref["nbytes"]), int(ref["offset"])
     if nbytes != count * dtype.itemsize:
@@ -106,10 +135,10 @@ def read_tensor(ref: dict, blob: memoryview | bytes, blob_size: int) -> np.ndarr
         return np.empty(shape, dtype=dtype.newbyteorder("="))
     if offset < 0 or offset + nbytes > blob_size:
         raise CodecError(f"tensor at offset {offset} with {nbytes} bytes lies outside the weights section")
-    arr = np.frombuffer(blob, dtype=dtype, count=count, offset=offset).reshape(shape)
-    if not dtype.isnative:      # big-endian host: one copy into native order
-        arr = arr.astype(dtype.newbyteorder("="))
-    return arr
+    arr = np.frombuffer(blob, dtype=stored, count=count, offset=offset).reshape(shape)
+    if not stored.isnative:     # big-endian host: one copy into native order
+        arr = arr.astype(stored.newbyteorder("="))
+    return arr.view(dtype) if low else arr
 
 
 def _read_quantized(ref: dict, shape: tuple, blob, blob_size: int) -> np.ndarray:
@@ -177,7 +206,7 @@ def _encode_attr(a: Any, weights: WeightsWriter) -> Any:
     if isinstance(a, np.ndarray):
         return {_TAG: "array", "ref": weights.add(a)}
     if isinstance(a, np.generic):
-        return {_TAG: "scalar", "dtype": a.dtype.str, "value": a.item()}
+        return {_TAG: "scalar", "dtype": _dtype_tag(a.dtype), "value": a.item()}
     if isinstance(a, Graph):
         return {_TAG: "graph", "graph": encode_graph(a, weights)}
     if isinstance(a, dict):
@@ -242,8 +271,5 @@ def _decode_attr(a: Any, blob, blob_size: int) -> Any:
     if tag == "dict":
         return {str(k): _decode_attr(v, blob, blob_size) for k, v in a["items"].items()}
     if tag == "scalar":
-        dtype = np.dtype(a["dtype"])
-        if dtype.kind not in "biuf":
-            raise CodecError(f"unsupported scalar dtype {a['dtype']!r}")
-        return dtype.type(a["value"])
+        return _tag_dtype(a["dtype"]).type(a["value"])
     raise CodecError(f"unknown attribute tag {tag!r}")

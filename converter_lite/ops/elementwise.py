@@ -6,13 +6,20 @@ except comparisons, logic ops and IsNaN/IsInf (bool) and Cast/CastLike (the targ
 
 Numerics follow onnxruntime's CPU kernels where ONNX leaves a choice:
 
-* float16 math is computed in float32 and rounded once; float32 and float64 are computed in their own type.
+* float16 math is computed in float32 and rounded once, and so is that of the low-precision float types
+  (bfloat16, float8, float4e2m1: ml_dtypes arrays); float32 and float64 are computed in their own type.
 * Integer Div truncates toward zero (C), Mod with ``fmod=0`` takes the divisor's sign (Python), ``fmod=1``
   the dividend's (C ``fmod``).  Integer division by zero gives 0 here (undefined in ONNX and ORT).
 * Pow of an integer base: exact integer power for non-negative integer exponents, otherwise computed in
   float64 and truncated (ORT uses ``std::pow`` and ``static_cast``).
 * Float -> integer casts truncate toward zero; types narrower than 32 bits go through int32 so that
-  out-of-range values wrap as in C on x86 (-3.7 -> uint8 253).  NaN -> bool is True.
+  out-of-range values wrap as in C on x86 (-3.7 -> uint8 253).  NaN -> bool is True.  A low-precision source
+  is first widened exactly (floats to float32, int4/uint4 to int8/uint8), so the same rules apply to it.
+* Casts to the low-precision types round to nearest even (ml_dtypes, as onnx's reference does).  Cast's
+  ``saturate`` (default 1) concerns the float8 targets (``FLOAT8_MAX``): with it, values beyond the largest
+  finite value, infinities included, become +-that value; without it they overflow as the type defines (inf for
+  float8e5m2, NaN for the others, which have no inf).  NaN stays NaN; float4e2m1 always saturates (no inf/NaN:
+  NaN becomes -0, as in ml_dtypes); float -> int4/uint4 truncates and wraps like the other narrow integers.
 * Max/Min (variadic) and Clip propagate NaN; Sign(NaN) = NaN; Round is half-to-even.
 * Dropout is inference-only: output = input, mask all True, even when ``training_mode`` is true (a random
   mask would make the reference non-deterministic).
@@ -23,6 +30,7 @@ import functools
 import math
 from collections.abc import Callable
 
+import ml_dtypes
 import numpy as np
 
 from ..ir.core import Node, TensorType
@@ -42,22 +50,46 @@ Array = np.ndarray
 
 
 # -- dtype helpers (also used by reduce.py) ----------------------------------------------------------------
+# the float types whose math runs in float32: float16 and the low-precision floats
+WIDENED_FLOATS = frozenset([np.dtype(np.float16)] + [d.np for d in DType if d.is_low_precision and d.is_float])
+# exact widening of a low-precision source before a cast
+_WIDEN = {d.np: np.dtype(np.float32) for d in DType if d.is_low_precision and d.is_float} | {
+    DType.int4.np: np.dtype(np.int8), DType.uint4.np: np.dtype(np.uint8)}
+# largest finite value of each float8 type: the bound of a saturating Cast (see the module docstring)
+FLOAT8_MAX = {d.np: float(ml_dtypes.finfo(d.np).max)
+              for d in (DType.float8e4m3fn, DType.float8e4m3fnuz, DType.float8e5m2, DType.float8e5m2fnuz)}
+
+
+def is_float_dtype(dtype: np.dtype) -> bool:
+    """A float type: numpy's (kind "f") or a low-precision one (ml_dtypes: bfloat16, float4 and most float8 types
+    have numpy kind "V")."""
+    return dtype.kind == "f" or dtype in WIDENED_FLOATS
+
+
 def work_dtype(dtype: np.dtype) -> np.dtype:
-    """The type float math runs in: float32 for float16, float64 for integers/bool, else the type itself."""
+    """The type float math runs in: float32 for float16 and the low-precision floats, float64 for integers/bool,
+    else the type itself."""
     dtype = np.dtype(dtype)
-    if dtype == np.float16:
+    if dtype in WIDENED_FLOATS:
         return np.dtype(np.float32)
     return dtype if dtype.kind == "f" else np.dtype(np.float64)
 
 
-def cast_to(x: Array, dtype) -> Array:
-    """ONNX Cast of ``x`` to numpy ``dtype`` with C/x86 semantics (see the module docstring)."""
+def cast_to(x: Array, dtype, saturate: bool = True) -> Array:
+    """ONNX Cast of ``x`` to numpy ``dtype`` with C/x86 semantics; ``saturate`` as Cast's attribute (see the
+    module docstring)."""
     x, dtype = np.asarray(x), np.dtype(dtype)
     if x.dtype == dtype:
         return x
+    if x.dtype in _WIDEN:
+        x = x.astype(_WIDEN[x.dtype])
+        if x.dtype == dtype:
+            return x
     if dtype == np.bool_:
         return x != 0
     with np.errstate(all="ignore"):
+        if saturate and dtype in FLOAT8_MAX:
+            x = np.clip(x, -FLOAT8_MAX[dtype], FLOAT8_MAX[dtype])
         if x.dtype.kind == "f" and dtype.kind in "iu":
             if dtype.itemsize < 4:
                 return x.astype(np.int32).astype(dtype)
@@ -186,12 +218,12 @@ def _infer_bool_same(node: Node) -> list[TensorType]:
 
 @reference("IsNaN", kind=OpKind.ELEMWISE, infer=_infer_bool_same)
 def is_nan(attrs, x):
-    return np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, bool)
+    return np.isnan(x) if is_float_dtype(x.dtype) else np.zeros(x.shape, bool)
 
 
 @reference("IsInf", kind=OpKind.ELEMWISE, infer=_infer_bool_same)
 def is_inf(attrs, x):
-    if x.dtype.kind != "f":
+    if not is_float_dtype(x.dtype):
         return np.zeros(x.shape, bool)
     pos = np.isposinf(x) if attrs.get("detect_positive", 1) else False
     neg = np.isneginf(x) if attrs.get("detect_negative", 1) else False
@@ -217,7 +249,7 @@ def _mod(a: Array, b: Array, attrs: dict) -> Array:
 
 
 def _pow(x: Array, y: Array, attrs: dict) -> Array:
-    if x.dtype.kind == "f":
+    if is_float_dtype(x.dtype):
         w = work_dtype(x.dtype)
         return np.power(x.astype(w, copy=False), y.astype(w))
     as_float = cast_to(np.power(x.astype(np.float64), y.astype(np.float64)), x.dtype)
@@ -284,13 +316,14 @@ for _name, _fn in COMPARE.items():
 
 # -- variadic (broadcasting) -----------------------------------------------------------------------------------
 def _variadic(fn: Callable[[Array, Array], Array], mean: bool = False) -> Callable:
-    """Left fold of ``fn`` over the present inputs; Sum/Mean accumulate float16 in float32."""
+    """Left fold of ``fn`` over the present inputs; Sum/Mean accumulate float16 (and the low-precision floats)
+    in float32."""
     def kernel(attrs, *inputs):
         xs = [x for x in inputs if x is not None]
         if not xs:
             raise KernelError("variadic op needs at least one input")
         dtype = xs[0].dtype
-        acc = work_dtype(dtype) if dtype.kind == "f" else dtype
+        acc = work_dtype(dtype) if is_float_dtype(dtype) else dtype
         with np.errstate(all="ignore"):
             out = functools.reduce(fn, [x.astype(acc, copy=False) for x in xs])
             if mean:
@@ -349,10 +382,10 @@ def _infer_cast(node: Node) -> list[TensorType]:
 
 @reference("Cast", kind=OpKind.ELEMWISE, infer=_infer_cast)
 def cast(attrs, x):
-    """``saturate`` only concerns float8 types, which the IR does not have: ignored."""
+    """``saturate`` concerns the float8 targets only (see the module docstring)."""
     if "to" not in attrs:
         raise KernelError("Cast: attribute 'to' is required")
-    return cast_to(x, _target_np(attrs["to"]))
+    return cast_to(x, _target_np(attrs["to"]), bool(attrs.get("saturate", 1)))
 
 
 def _infer_cast_like(node: Node) -> list[TensorType]:
@@ -362,7 +395,7 @@ def _infer_cast_like(node: Node) -> list[TensorType]:
 # OPAQUE: input 1 contributes only its dtype, not elements; the importer/legalizer turns CastLike into Cast.
 @reference("CastLike", kind=OpKind.OPAQUE, infer=_infer_cast_like)
 def cast_like(attrs, x, target):
-    return cast_to(x, target.dtype)
+    return cast_to(x, target.dtype, bool(attrs.get("saturate", 1)))
 
 
 def _infer_dropout(node: Node) -> list[TensorType]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from .elementwise import WIDENED_FLOATS
 from .registry import KernelError
 
 AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
@@ -140,8 +141,9 @@ def windows(x: np.ndarray, w: Window, fill) -> np.ndarray:
 
 
 def compute_dtype(dt: np.dtype) -> np.dtype:
-    """Accumulation type of the float kernels: float16 is computed in float32 (as onnxruntime does)."""
-    return np.dtype(np.float32) if dt == np.float16 else dt
+    """Accumulation type of the float kernels: float16 is computed in float32 (as onnxruntime does), and so are
+    the low-precision floats (bfloat16, float8, float4)."""
+    return np.dtype(np.float32) if dt in WIDENED_FLOATS else dt
 
 
 def prod(xs) -> int:

@@ -1,8 +1,12 @@
-"""Linear (de)quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear (integer types only; the
-IR has no float8/int4 element types).
+"""Linear (de)quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear.
 
     QuantizeLinear:   y = saturate(round_half_even(x / scale) + zero_point)
     DequantizeLinear: y = (x - zero_point) * scale
+
+The quantized types (``QUANT_TYPES``) are the integer ones, int4/uint4 included, whose QuantizeLinear rounds
+and then saturates to the type's range (int4 [-8, 7], uint4 [0, 15]), and the float8/float4e2m1 ones, whose
+QuantizeLinear is a Cast of ``x / scale + zero_point`` (rounded to nearest even in the type; the ``saturate``
+attribute as Cast's for float8, float4e2m1 always saturating).  Their zero point is usually 0.
 
 ``scale``/``zero_point`` are per-tensor (one element), per-axis (1-D of the ``axis`` length) or blocked (the
 input's rank, ``ceil(dim / block_size)`` along ``axis``; each entry covers ``block_size`` elements).
@@ -10,13 +14,21 @@ All three are OPAQUE: no native scalar emitters exist for them, so they never en
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from ..ir.core import TensorType
 from ..ir.dtype import DType
+from .elementwise import cast_to
 from .registry import KernelError, normalize_axis, reference
 
-_QUANT_TYPES = (DType.uint8, DType.int8, DType.uint16, DType.int16, DType.int32)
+# quantized type -> its range (min, max) when it is an integer type, None for a float type (module docstring)
+QUANT_TYPES: dict[DType, tuple[int, int] | None] = {
+    **{d: (int(ml_dtypes.iinfo(d.np).min), int(ml_dtypes.iinfo(d.np).max))
+       for d in (DType.uint8, DType.int8, DType.uint16, DType.int16, DType.int32, DType.uint4, DType.int4)},
+    **dict.fromkeys((DType.float8e4m3fn, DType.float8e4m3fnuz, DType.float8e5m2, DType.float8e5m2fnuz,
+                     DType.float4e2m1)),
+}
 
 
 def expand_param(p: np.ndarray, x_shape, axis: int, block_size: int, what: str) -> np.ndarray:
@@ -47,8 +59,8 @@ def _quant_dtype(attrs, zero_point_dtype: DType | None) -> DType:
         dt = zero_point_dtype
     else:
         dt = DType(code) if code else DType.uint8
-    if dt not in _QUANT_TYPES:
-        raise KernelError(f"QuantizeLinear to {dt.name} is not supported (integer types only)")
+    if dt not in QUANT_TYPES:
+        raise KernelError(f"QuantizeLinear to {dt.name} is not supported (not a quantized type)")
     return dt
 
 
@@ -72,10 +84,12 @@ def quantize_linear(attrs, x, scale, zero_point=None):
     ct = _compute_dtype(attrs, scale)
     s = expand_param(scale, x.shape, axis, block, "QuantizeLinear scale").astype(ct)
     zp = 0 if zero_point is None else expand_param(zero_point, x.shape, axis, block, "QuantizeLinear zero point")
+    bounds = QUANT_TYPES[out]
     with np.errstate(all="ignore"):
+        if bounds is None:
+            return cast_to(x.astype(ct) / s + np.asarray(zp, ct), out.np, bool(attrs.get("saturate", 1)))
         q = np.rint(x.astype(ct) / s) + np.asarray(zp, np.float64)
-    info = np.iinfo(out.np)
-    return np.clip(np.nan_to_num(q, nan=0.0), info.min, info.max).astype(out.np)
+    return np.clip(np.nan_to_num(q, nan=0.0), *bounds).astype(out.np)
 
 
 def _dequant_dtype(attrs, scale_dtype: DType) -> DType:
@@ -86,14 +100,17 @@ def _dequant_dtype(attrs, scale_dtype: DType) -> DType:
 @reference("DequantizeLinear", infer=lambda n: [
     TensorType(_dequant_dtype(n.attrs, n.inputs[1].dtype), n.inputs[0].shape)])
 def dequantize_linear(attrs, x, scale, zero_point=None):
-    if not DType.from_np(x.dtype).is_int:
-        raise KernelError(f"DequantizeLinear input must be an integer tensor, got {x.dtype}")
+    """Integer inputs (any, int32 included) subtract the zero point exactly (int64); float8/float4e2m1 ones in
+    the computation type."""
+    xt = DType.from_np(x.dtype)
+    if not xt.is_int and xt not in QUANT_TYPES:
+        raise KernelError(f"DequantizeLinear input must be a quantized type, got {xt.name}")
     axis, block = attrs.get("axis", 1), attrs.get("block_size", 0)
     s = expand_param(scale, x.shape, axis, block, "DequantizeLinear scale")
-    q = x.astype(np.int64)
-    if zero_point is not None:
-        q = q - expand_param(zero_point, x.shape, axis, block, "DequantizeLinear zero point").astype(np.int64)
     ct = np.float64 if s.dtype == np.float64 else np.float32
+    q = x.astype(np.int64 if xt.is_int else ct)
+    if zero_point is not None:
+        q = q - expand_param(zero_point, x.shape, axis, block, "DequantizeLinear zero point").astype(q.dtype)
     return (q.astype(ct) * s.astype(ct)).astype(_dequant_dtype(attrs, DType.from_np(scale.dtype)).np)
 
 

@@ -10,8 +10,9 @@ unless ``noop_with_empty_axes=1``, in which case nothing is reduced but the per-
 Empty reductions follow onnxruntime: Sum/L1/L2/SumSquare/Mean -> 0, Prod -> 1, Max -> -inf (the dtype's
 minimum for integers), Min -> +inf (maximum), LogSum/LogSumExp -> -inf.
 
-Numerics: float16 accumulates in float32; integers reduce in their own type (wrapping), except that ReduceMean
-truncates toward zero and L2/LogSum/LogSumExp are computed in float64 and truncated back, as ORT does.
+Numerics: float16 and the low-precision floats (bfloat16, float8, float4) accumulate in float32; integers reduce
+in their own type (wrapping), except that ReduceMean truncates toward zero and L2/LogSum/LogSumExp are computed
+in float64 and truncated back, as ORT does.
 NaN propagates through ReduceMax/ReduceMin and wins ArgMax/ArgMin/Hardmax (numpy's rule); onnxruntime's
 result for NaN there depends on the NaN's position, so it is not followed.
 """
@@ -24,7 +25,7 @@ import numpy as np
 
 from ..ir.core import Node, TensorType
 from ..ir.dtype import DType
-from .elementwise import cast_to, trunc_div, work_dtype
+from .elementwise import WIDENED_FLOATS, cast_to, trunc_div, work_dtype
 from .registry import KernelError, OpKind, infer_same, normalize_axis, reference
 
 Array = np.ndarray
@@ -61,8 +62,9 @@ def _infer_reduce(node: Node) -> list[TensorType]:
 
 # -- Reduce* ---------------------------------------------------------------------------------------------------
 def _acc(dtype: np.dtype) -> np.dtype:
-    """Accumulation type: float32 for float16, else the type itself (integers wrap like ORT's)."""
-    return np.dtype(np.float32) if dtype == np.float16 else dtype
+    """Accumulation type: float32 for float16 and the low-precision floats, else the type itself (integers
+    wrap like ORT's)."""
+    return np.dtype(np.float32) if dtype in WIDENED_FLOATS else dtype
 
 
 def _lowest(dtype: np.dtype):
@@ -117,7 +119,7 @@ def _reducer(fn: Callable[[Array, tuple[int, ...]], Array], int_as_float: bool) 
     def kernel(attrs, x, axes=None):
         ax = reduce_axes(x.ndim, axes, attrs.get("noop_with_empty_axes", 0))
         w = x
-        if x.dtype == np.float16 or (int_as_float and x.dtype.kind in "iub"):
+        if x.dtype in WIDENED_FLOATS or (int_as_float and x.dtype.kind in "iub"):
             w = x.astype(work_dtype(x.dtype))
         with np.errstate(all="ignore"):
             out = cast_to(fn(w, ax), x.dtype)

@@ -30,7 +30,11 @@ def test_random_inputs_are_reproducible_and_in_range(tmp_path):
     for v, t in zip(m.input_names, m.input_types):
         assert a[v].dtype == t.dtype.np and a[v].shape == t.shape
         np.testing.assert_array_equal(a[v], b[v])
-        if t.dtype.is_float:
+        if t.dtype.is_low_precision and t.dtype.is_float:     # the range rounded to the type (float4: 0 .. 1)
+            lo, hi = np.array([0.1, 1.0]).astype(t.dtype.np)
+            assert lo <= a[v].min() and a[v].max() <= hi
+            assert not np.array_equal(a[v], c[v])
+        elif t.dtype.is_float:
             assert 0.1 <= a[v].min() and a[v].max() < 1.0
             assert not np.array_equal(a[v], c[v])
         elif t.dtype.is_int:

@@ -138,8 +138,8 @@ def test_shape_contradiction_names_the_node():
 
 
 def test_unsupported_dtype_input():
-    m = make_model([oh.make_node("Identity", ["x"], ["y"])], [oh.make_tensor_value_info("x", 16, [2])],
-                   [oh.make_tensor_value_info("y", 16, [2])])
+    m = make_model([oh.make_node("Identity", ["x"], ["y"])], [oh.make_tensor_value_info("x", 26, [2])],
+                   [oh.make_tensor_value_info("y", 26, [2])])
     with pytest.raises(ConverterError, match="unsupported element type"):
         import_model(m)
 

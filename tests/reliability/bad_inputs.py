@@ -146,7 +146,7 @@ def zero_size() -> onnx.ModelProto:
 
 
 def elem_type(code: int) -> onnx.ModelProto:
-    """Relu whose input and output are of ONNX element type ``code`` (e.g. 14 complex64, 16 bfloat16)."""
+    """Relu whose input and output are of ONNX element type ``code`` (e.g. 14 complex64, 26 int2)."""
     m = relu()
     for v in (m.graph.input[0], m.graph.output[0]):
         v.type.tensor_type.elem_type = code

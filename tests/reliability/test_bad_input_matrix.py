@@ -174,7 +174,7 @@ CASES = [
     Case("onnx-short-initializer", CONVERT, lambda ws: conv(ws, ws.onnx("si", bad.short_initializer())), -200,
          ("'w'",)),
     Case("onnx-complex64", CONVERT, lambda ws: conv(ws, ws.onnx("cx", bad.elem_type(14))), -200, ("'x'", "complex64")),
-    Case("onnx-bfloat16", CONVERT, lambda ws: conv(ws, ws.onnx("bf", bad.elem_type(16))), -200, ("'x'", "bfloat16")),
+    Case("onnx-int2", CONVERT, lambda ws: conv(ws, ws.onnx("i2", bad.elem_type(26))), -200, ("'x'", "int2")),
     Case("onnx-unsupported-op", CONVERT, lambda ws: conv(ws, ws.onnx("cu", bad.custom_op())), -300,
          ("UNSUPPORTED OP LIST:", "acme::Fancy", "fancy0")),
     Case("onnx-zero-size-dims-convert", CONVERT,

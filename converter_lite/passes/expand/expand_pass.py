@@ -2,7 +2,9 @@
 
 For every node (in graph order; nodes created by an expansion are not revisited) whose op is in
 ``ctx.config.expand_ops(DEFAULT_EXPAND)``, has an expander, and whose values all have static shapes
-(MindSpore does not expand a node lacking shape info):
+(MindSpore does not expand a node lacking shape info) and none a low-precision type (bfloat16, float8, float4,
+int4: no native kernel handles them, and the reference kernel computes such an op in float32 where its
+expansion would round every step):
 
 1. the expander emits basic ops before the node through a ``GraphBuilder``;
 2. if it raises ``Declined`` (or emits an op whose shape inference fails) the emitted ops are removed and the
@@ -79,6 +81,9 @@ class ExpandOpsPass(Pass):
         values = [v for v in (*node.inputs, *node.outputs) if v is not None]
         if any(v.type is None or not v.type.is_static for v in values):
             ctx.log.debug("node %r (%s) has a value without a static shape; not expanded", node.name, node.op)
+            return False
+        if any(v.type.dtype.is_low_precision for v in values):
+            ctx.log.debug("node %r (%s) has a value of a low-precision type; not expanded", node.name, node.op)
             return False
         b = GraphBuilder(graph, insert_before=node, name_prefix=node.name or node.op)
         try:

@@ -3,7 +3,8 @@
 1. A node is clusterable when its op is in ``ctx.config.cluster_ops(DEFAULT_CLUSTER)`` (or it is a window
    Pad, window.py, and Pad is not in ``disable_cluster_ops``), the op table does
    not mark it OPAQUE, it is deterministic, its static inputs (shapes, axes) are constants, and every value it
-   reads or writes has a static shape (dynamic-shape values run unfused).
+   reads or writes has a static shape (dynamic-shape values run unfused) and a type the native code handles
+   (not a low-precision one, bfloat16, float8, float4, int4: those nodes run on their reference kernels).
 2. The split model (``split_model.py``) runs the CPU fusion patterns (``patterns.py``) over the whole
    graph; the reach table rejects any fusion that would create a cycle (also through opaque nodes), and
    ``composite_op_limit_size`` bounds the kernel size, ``reduce_fuse_depth`` the producers a reduction takes.
@@ -54,7 +55,7 @@ def clusterable(node: Node, ops: frozenset[str], window_pads: bool = True) -> bo
     if d is None or d.kind >= OpKind.OPAQUE or not d.deterministic:
         return False
     values = [v for v in (*node.inputs, *node.outputs) if v is not None]
-    if any(v.type is None or not v.type.is_static for v in values):
+    if any(v.type is None or not v.type.is_static or v.type.dtype.is_low_precision for v in values):
         return False
     return all(node.inputs[i] is None or node.inputs[i].const is not None
                for i in d.static_inputs if i < len(node.inputs))

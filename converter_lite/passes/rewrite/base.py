@@ -56,7 +56,8 @@ def keeps_dims(*nodes: Node) -> MatchResult:
 
 
 def is_float(v: Value) -> bool:
-    return v.type is not None and v.type.dtype.np.kind == "f"
+    """float16/float32/float64; the low-precision floats (bfloat16, float8, float4) keep their ops as imported."""
+    return v.type is not None and v.type.dtype.is_float and not v.type.dtype.is_low_precision
 
 
 def scalar_value(v: Value | None) -> float | None:

@@ -11,7 +11,8 @@ Differences from MindSpore, for correctness:
 
 * rule 9 is written ``A*C - A*B -> A*(C - B)`` (MindSpore's right-hand side ``A*(B - C)`` flips the sign);
 * a rule applies only to floating-point results, except the type-agnostic 23, 24 and 55-57 (``x / c`` ->
-  ``x * (1/c)`` would be wrong for integers);
+  ``x * (1/c)`` would be wrong for integers), and not to the low-precision floats (bfloat16, float8, float4:
+  with 2 to 8 significant bits, a reassociation would visibly change the result);
 * 59/60 need a one-element constant (a per-element constant does not commute with the reduction);
 * rule 101 (``A * 1 -> A``) is ours: it cleans up after 48 when ``A`` is the literal 1.
 """
@@ -40,8 +41,9 @@ def rsqrt_t(x):
 
 
 def is_float(m: Match) -> MatchResult:
-    if m.root.outputs[0].type.dtype.np.kind != "f":
-        return MatchResult.fail("arithmetic rules apply to floating-point results only")
+    dtype = m.root.outputs[0].type.dtype
+    if not dtype.is_float or dtype.is_low_precision:
+        return MatchResult.fail("arithmetic rules apply to float16/float32/float64 results only")
     return MatchResult()
 
 

@@ -73,8 +73,9 @@ def _cast(ctx: NodeCtx):
     x, y = ctx.value(0), ctx.out()
     if x.dtype == y.dtype:
         return ViewOf(((0, 0),))
-    # int/float -> float and int -> wider int are plain numpy casts in the reference (cast_to)
-    if y.dtype.kind == "f" and x.dtype.kind in "iuf" and y.dtype != np.float16 or \
+    # int/float -> float32/float64 and int -> wider int are plain numpy casts in the reference (cast_to); a cast
+    # to float8e5m2 (an ml_dtypes type of numpy kind "f") is not: it saturates
+    if y.dtype in (np.float32, np.float64) and x.dtype.kind in "iuf" or \
             (x.dtype.kind in "iu" and y.dtype.kind in "iu" and y.dtype.itemsize >= x.dtype.itemsize):
         return Impl(bind=lambda ins, outs, ws, nt=1: partial(np.copyto, outs[0], ins[0], casting="unsafe"))
     return None
