@@ -179,7 +179,7 @@ def test_outputs_binding_at_a_dynamic_shape(converted):
 
 def test_fresh_process_runs_without_llvmlite(converted, tmp_path):
     """The deployment case: an empty HOME (no kernel cache), shapes never seen, and no compiler: llvmlite is
-    never imported."""
+    never imported, and no ``cc`` can be found (PATH names an empty directory)."""
     _, path = converted["conv"]
     script = (
         "import sys, numpy as np, converter_lite\n"
@@ -190,13 +190,17 @@ def test_fresh_process_runs_without_llvmlite(converted, tmp_path):
         "plan = m._shape_plans.plan_for(((1, 3, 9, 9),))\n"
         "assert all(n.attrs.get('native_drivers') for n in plan.graph.nodes if n.op == 'Conv')\n"
         "print('llvmlite' in sys.modules)\n")
-    env = dict(os.environ, HOME=str(tmp_path), PYTHONPATH=ROOT)
+    home, nobin = tmp_path / "home", tmp_path / "nobin"
+    home.mkdir()
+    nobin.mkdir()
+    env = dict(os.environ, HOME=str(home), PYTHONPATH=ROOT, PATH=str(nobin))
     env.pop("CONVERTER_LITE_CACHE_DIR", None)
+    env.pop("CC", None)
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
                        check=False)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
-    assert not os.listdir(tmp_path)             # nothing cached, nothing written
+    assert not os.listdir(home)                 # nothing cached, nothing written
 
 
 def test_benchmark_runs_at_given_shapes(converted, tmp_path):
