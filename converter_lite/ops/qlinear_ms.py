@@ -14,7 +14,12 @@ models: every one is ``quantize(f(dequantize(inputs)))`` with a float op ``f``. 
   axes from ``axis`` on, from 13 it is one axis);
 * ``QGemm`` (A, a_scale, a_zp, B, b_scale, b_zp, C?, y_scale?, y_zp?; ``alpha``, ``transA``, ``transB``):
   ``alpha * (A - a_zp)(B - b_zp) * a_scale * b_scale + C * a_scale * b_scale`` (C an int32 bias), quantized
-  when ``y_scale`` is given, else float32; ``b_scale``/``b_zp`` may be per column.
+  when ``y_scale`` is given, else float32; ``b_scale``/``b_zp`` may be per column;
+* ``MatMulNBits`` (A, B, scales, zero_points?, g_idx?, bias?; ``K``, ``N``, ``bits`` 2/4/8, ``block_size``): the
+  weight-only quantization of LLM exports, ``A @ W^T + bias`` with ``W[n, k] = (q[n, k] - zp[n, k // block_size]) *
+  scale[n, k // block_size]``; ``B`` holds ``q`` as ``[N, blocks, block_size * bits / 8]`` bytes, low bits first;
+  the zero points are packed the same way per row (uint8), or given as floats like the scales, or absent
+  (``2**(bits-1)``).  ``nbits_weight`` dequantizes it (the expander makes it a constant of the float MatMul).
 
 onnxruntime computes these with tables and fixed-point steps in places, so its result may differ from this
 float formula by one quantization step at a tie.  passes/expand/quantize.py expands them into float ops the
@@ -29,7 +34,7 @@ from ..ir.dtype import DType
 from .registry import OPS, KernelError, evaluate, reference
 
 MS_QUANT_OPS = ("QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearGlobalAveragePool",
-                "QLinearAveragePool", "QLinearConcat", "QLinearSoftmax", "QGemm")
+                "QLinearAveragePool", "QLinearConcat", "QLinearSoftmax", "QGemm", "MatMulNBits")
 POOL_ATTRS = ("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides")
 
 
@@ -212,3 +217,62 @@ def qgemm(attrs, a, a_scale, a_zp, b, b_scale, b_zp, c=None, y_scale=None, y_zp=
     if y_scale is None:
         return y
     return quantize(y, _scalar(y_scale, "y_scale"), _scalar(y_zp, "y_zero_point"), _out_type(y_zp, a))
+
+
+# -- MatMulNBits ----------------------------------------------------------------------------------------------------
+def _unpack(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
+    """The ``bits``-bit unsigned values of each row of ``packed`` (uint8, low bits first), ``count`` per row."""
+    if bits not in (2, 4, 8):
+        raise KernelError(f"MatMulNBits: bits={bits} (2, 4 or 8 are defined)")
+    per = 8 // bits
+    rows = packed.reshape(packed.shape[0], -1)
+    shifts = np.arange(per, dtype=np.uint8) * bits
+    vals = (rows[:, :, None] >> shifts) & np.uint8((1 << bits) - 1)
+    out = vals.reshape(rows.shape[0], -1)
+    if out.shape[1] < count:
+        raise KernelError(f"MatMulNBits: {out.shape[1]} packed values per row, {count} needed")
+    return out[:, :count]
+
+
+def nbits_weight(attrs: dict, b, scales, zero_points=None, g_idx=None) -> np.ndarray:
+    """The float weight ``W^T`` ``[K, N]`` (the scales' dtype) of a MatMulNBits node (see the module doc)."""
+    k, n = int(attrs["K"]), int(attrs["N"])
+    bits, block = int(attrs.get("bits", 4)), int(attrs["block_size"])
+    blocks = -(-k // block)
+    b = np.asarray(b)
+    if b.dtype != np.uint8 or b.size != n * blocks * (block * bits // 8):
+        raise KernelError(f"MatMulNBits: B {b.dtype}{list(b.shape)} is not [N={n}, {blocks}, "
+                          f"{block * bits // 8}] bytes")
+    q = _unpack(b.reshape(n, -1), bits, blocks * block).astype(np.float32)
+    scales = np.asarray(scales)
+    if scales.size != n * blocks:
+        raise KernelError(f"MatMulNBits: {scales.size} scales for N={n} x {blocks} blocks")
+    s = scales.reshape(n, blocks).astype(np.float32)
+    if zero_points is None:
+        zp = np.full((n, blocks), float(1 << (bits - 1)), np.float32)
+    elif np.asarray(zero_points).dtype == np.uint8:
+        zp = _unpack(np.asarray(zero_points).reshape(n, -1), bits, blocks).astype(np.float32)
+    else:
+        zp = np.asarray(zero_points, np.float32).reshape(n, blocks)
+    if g_idx is not None:
+        g = np.asarray(g_idx).reshape(-1)
+        if g.size != k or not np.array_equal(g, np.arange(k) // block):
+            raise KernelError("MatMulNBits: a g_idx other than k // block_size (act-order) is not supported")
+    w = (q.reshape(n, blocks, block) - zp[:, :, None]) * s[:, :, None]
+    return np.ascontiguousarray(w.reshape(n, blocks * block)[:, :k].T).astype(scales.dtype)
+
+
+def _nbits_infer(node):
+    a = node.inputs[0].type
+    return [TensorType(a.dtype, tuple(a.shape[:-1]) + (int(node.attrs["N"]),))]
+
+
+@reference("MatMulNBits", infer=_nbits_infer)
+def matmul_nbits(attrs, a, b, scales, zero_points=None, g_idx=None, bias=None):
+    if a.shape[-1] != int(attrs["K"]):
+        raise KernelError(f"MatMulNBits: A's last dim {a.shape[-1]} is not K={attrs['K']}")
+    w = nbits_weight(attrs, b, scales, zero_points, g_idx)
+    y = np.matmul(a.astype(np.float32), w.astype(np.float32))
+    if bias is not None:
+        y = y + np.asarray(bias, np.float32)
+    return y.astype(a.dtype)

@@ -27,6 +27,8 @@ import numpy as np
 from ...ir.core import Node
 from ...ir.dtype import DType
 from ...ops.builder import GraphBuilder
+from ...ops.qlinear_ms import nbits_weight
+from ...ops.registry import KernelError
 from .emit import const_input, input_value
 from .registry import Declined, expander
 
@@ -408,3 +410,21 @@ def expand_qgemm(b: GraphBuilder, node: Node) -> list:
     if len(node.inputs) <= 7 or node.inputs[7] is None:
         return [y]
     return [_quantized(b, node, y, 7, 8)]
+
+
+@expander("MatMulNBits")
+def expand_matmul_nbits(b: GraphBuilder, node: Node) -> list:
+    """A float MatMul on the dequantized weight (a constant made here, at conversion), plus the bias."""
+    a = input_value(b, node, 0)
+    if a.dtype not in FLOAT_TYPES or a.shape is None:
+        raise Declined(f"input {a.dtype.name}")
+    packed, scales = const_input(node, 1), const_input(node, 2)
+    zp, g_idx, bias = (const_input(node, i) for i in (3, 4, 5))
+    if packed is None or scales is None:
+        raise Declined("missing weight or scales")
+    try:
+        w = nbits_weight(node.attrs, packed, scales, zp, g_idx)
+    except KernelError as e:
+        raise Declined(str(e)) from None
+    y = b.op("MatMul", a, b.const(w.astype(a.dtype.np)))
+    return [y if bias is None else b.op("Add", y, b.const(np.asarray(bias, a.dtype.np)))]

@@ -306,3 +306,41 @@ def test_a_full_qoperator_model_from_onnxruntime_runs(tmp_path, rng):
     got = np.asarray(list(converter_lite.load(ms).run({"x": x}).values())[0], np.float64).reshape(-1)
     want = np.asarray(run_ort(onnx.load(qop), {"x": x})[0], np.float64).reshape(-1)
     assert got @ want / np.linalg.norm(got) / np.linalg.norm(want) >= 0.999
+
+
+@pytest.mark.parametrize("k,n,bits,block,zp,bias", [
+    (64, 48, 4, 32, None, False), (70, 20, 4, 16, "packed", True), (64, 32, 4, 32, "float", False),
+    (128, 16, 8, 32, "packed", False), (96, 24, 2, 32, None, True)],
+    ids=["int4-default-zp", "int4-k-tail-packed-zp-bias", "int4-float-zp", "int8-packed-zp", "int2-bias"])
+def test_matmul_nbits_matches_onnxruntime(tmp_path, rng, k, n, bits, block, zp, bias):
+    """com.microsoft MatMulNBits (4-bit weight-only LLM exports, also 2 and 8 bits): the reference kernel
+    (opt_level 0) and the expansion into a float MatMul on the weight dequantized at conversion (opt_level 2)
+    give onnxruntime's output; K need not be a multiple of the block."""
+    blocks = -(-k // block)
+    inits = {"B": rng.integers(0, 256, (n, blocks, block * bits // 8)).astype(np.uint8),
+             "s": (rng.random(n * blocks) * 0.1 + 0.01).astype(np.float32)}
+    ins = ["a", "B", "s"]
+    if zp == "packed":
+        inits["z"] = rng.integers(0, 256, n * -(-blocks * bits // 8)).astype(np.uint8)
+    elif zp == "float":
+        inits["z"] = (rng.random(n * blocks) * 8).astype(np.float32)
+    ins.append("z" if zp else "")
+    if bias:
+        ins += ["", "bias"]
+        inits["bias"] = rng.standard_normal(n).astype(np.float32)
+    while ins[-1] == "":
+        ins.pop()
+    model = make_model([oh.make_node("MatMulNBits", ins, ["y"], domain="com.microsoft", K=k, N=n, bits=bits,
+                                     block_size=block)],
+                       [tensor_info("a", np.float32, [3, k])], [tensor_info("y", np.float32, None)],
+                       initializers=inits)
+    model.opset_import.append(oh.make_opsetid("com.microsoft", 1))
+    onnx.save(model, tmp_path / "m.onnx")
+    a = rng.standard_normal((3, k)).astype(np.float32)
+    want = run_ort(model, {"a": a})[0]
+    for level in (0, 2):
+        ms = converter_lite.convert(str(tmp_path / "m.onnx"), str(tmp_path / f"m{level}"),
+                                    graph_kernel_flags=f"--opt_level={level}")
+        assert ("MatMulNBits" in {nd.op for nd in load_model(ms).graph.nodes}) == (level == 0)
+        np.testing.assert_allclose(converter_lite.load(ms).run({"a": a})["y"], want, rtol=1e-5,
+                                   atol=1e-5 * np.abs(want).max())
