@@ -169,12 +169,14 @@ def test_nhwc_variant_before_a_transpose(rng, tmp_path, strides):
     ({"c": 4, "hw": (9, 9), "k": (3, 3), "pads": (1, 1, 1, 1)}, True),
     ({"c": 3, "hw": (12, 11), "k": (7, 7), "pads": (3, 3, 3, 3)}, True),
     ({"c": 2, "hw": (11, 13), "k": (3, 3), "dil": (2, 3), "pads": (2, 3, 2, 3)}, True),
-    ({"c": 4, "hw": (9, 8), "k": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}, False),     # stride 2
+    ({"c": 4, "hw": (9, 8), "k": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}, True),      # stride 2, narrow
+    ({"c": 2, "hw": (9, 60), "k": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}, False),    # stride 2, wide
     ({"c": 4, "hw": (9, 9), "k": (3, 3)}, False),                                              # narrower output
     ({"c": 2, "hw": (6, 9), "k": (3, 1), "pads": (1, 0, 1, 0)}, False),                       # not square
 ])
 def test_native_driver_policy(rng, monkeypatch, case, declined):
-    """Without the fixture: float32 stride-1 square "same" depthwise Convs stay Conv for the native driver."""
+    """Without the fixture: float32 stride-1 square "same" depthwise Convs, and stride-2 ones on inputs at most
+    STRIDE2_MAX_WIDTH wide, stay Conv for the native driver."""
     from converter_lite.passes.expand import depthwise_conv
     monkeypatch.undo()
     assert depthwise_conv.native_driver_runs.__name__ == "native_driver_runs"
