@@ -1,6 +1,7 @@
 """Module-internal definitions shared by the support drivers (sgemm, conv_direct, conv_pointwise,
 conv_depthwise, ...): get-or-create an internal function, a constant table of function pointers, a driver's
-exported entry point (and one that cuts rows into chunks for the thread pool), and a software prefetch.
+exported entry point (and one that cuts rows into chunks for the thread pool, with the prologue of its pool
+body), and a software prefetch.
 
     fn = internal_function(module, "cl_x.mk4", MK_TYPE, noalias=(0, 2))
     if not fn.is_declaration:
@@ -71,6 +72,21 @@ def chunked_entry(module: ir.Module, symbol: str, body: ir.Function, units: Call
         b.call(pool, [body, b.bitcast(desc, BYTE_PTR_PTR), cdiv(b, n, per_chunk), nt])
     b.ret_void()
     return fn
+
+
+def chunk_body(module: ir.Module, name: str, fields: Sequence[str]
+               ) -> tuple[ir.Function, ir.IRBuilder, dict[str, ir.Value], ir.Value]:
+    """The pool body ``void name(i8** desc, i64 chunk)`` of a ``chunked_entry`` driver whose record has
+    ``fields``: (the internal function, a builder at its entry, every field loaded by name, the units per chunk
+    ``chunked_entry`` stored in the word after them).  The chunk index is ``fn.args[1]``."""
+    from .threadpool import BODY_TYPE
+    from .vector import I64P, c64
+    fn = ir.Function(module, BODY_TYPE, name)
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    d = b.bitcast(fn.args[0], I64P)
+    f = {field: b.load(b.gep(d, [c64(i)]), name=field) for i, field in enumerate(fields)}
+    return fn, b, f, b.load(b.gep(d, [c64(len(fields))]))
 
 
 def prefetch(module: ir.Module, b: ir.IRBuilder, ptr: ir.Value) -> None:

@@ -84,7 +84,7 @@ def concretize(graph: Graph, shapes: Mapping[str, tuple[int, ...]], vmap: dict |
             out.nodes.append(Node(node.op, ins, outs, node.attrs, node.name))   # nothing dynamic: as converted
             return
         drivers = node.attrs.get(DRIVERS_ATTR)
-        new = Node(node.op, ins, outs, dict(node.attrs) if drivers else node.attrs, node.name)   # (shared unless changed)
+        new = Node(node.op, ins, outs, node.attrs, node.name)      # (Node copies the attributes)
         try:
             if _fold_early(new):
                 return

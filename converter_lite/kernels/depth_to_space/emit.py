@@ -23,11 +23,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...codegen.internal import chunked_entry
+from ...codegen.internal import chunk_body, chunked_entry
 from ...codegen.loops import for_range
-from ...codegen.threadpool import BODY_TYPE
 from ...codegen.types import F32, I32
-from ...codegen.vector import I64P, c64, cdiv, smin
+from ...codegen.vector import c64, cdiv, smin
 from .abi import EXTRA, FIELDS
 from .abi import SYMBOL as DEPTH_TO_SPACE_SYMBOL
 
@@ -63,12 +62,7 @@ def _rows(b: ir.IRBuilder, srow, drows, wd, bw, to_space: bool, bias) -> None:
 
 
 def _emit_body(module: ir.Module) -> ir.Function:
-    fn = ir.Function(module, BODY_TYPE, f"{DEPTH_TO_SPACE_SYMBOL}.rows")
-    fn.linkage = "internal"
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    d = b.bitcast(fn.args[0], I64P)
-    f = {name: b.load(b.gep(d, [c64(i)]), name=name) for name, i in _F.items()}
-    rpc = b.load(b.gep(d, [c64(len(FIELDS))]))
+    fn, b, f, rpc = chunk_body(module, f"{DEPTH_TO_SPACE_SYMBOL}.rows", FIELDS)
     c, hd, wd, bh, bw = f["c"], f["hd"], f["wd"], f["bh"], f["bw"]
     hs, ws = b.mul(hd, bh), b.mul(wd, bw)
     cd = b.mul(c, b.mul(bh, bw))

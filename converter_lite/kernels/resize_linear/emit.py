@@ -22,9 +22,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...codegen.internal import chunked_entry
+from ...codegen.internal import chunk_body, chunked_entry
 from ...codegen.loops import for_range
-from ...codegen.threadpool import BODY_TYPE
 from ...codegen.types import F32, I32, I64
 from ...codegen.vector import FP, I64P, c64, smin
 from .abi import EXTRA, FIELDS, MAX_WIDTH
@@ -36,12 +35,7 @@ VECTORIZE = {"llvm.loop.vectorize.enable": True}
 
 
 def _emit_body(module: ir.Module) -> ir.Function:
-    fn = ir.Function(module, BODY_TYPE, f"{RESIZE_LINEAR_SYMBOL}.rows")
-    fn.linkage = "internal"
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    d = b.bitcast(fn.args[0], I64P)
-    f = {name: b.load(b.gep(d, [c64(i)]), name=name) for name, i in _F.items()}
-    rpc = b.load(b.gep(d, [c64(len(FIELDS))]))
+    fn, b, f, rpc = chunk_body(module, f"{RESIZE_LINEAR_SYMBOL}.rows", FIELDS)
     tmp = b.alloca(F32, c64(MAX_WIDTH))
     tmp.align = 64
     h, w, oh, ow = f["h"], f["w"], f["oh"], f["ow"]

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...codegen.internal import chunked_entry
+from ...codegen.internal import chunk_body, chunked_entry
 from ...codegen.loops import for_range
-from ...codegen.threadpool import BODY_TYPE
 from ...codegen.types import I32, I64
 from ...codegen.vector import I64P, c64, smin
 from ..resize_linear.abi import FIELDS as LINEAR_FIELDS
@@ -39,12 +38,7 @@ assert FIELDS[:5] == LINEAR_FIELDS[:5]   # planes h w oh ow where plane_rows rea
 
 
 def _emit_body(module: ir.Module) -> ir.Function:
-    fn = ir.Function(module, BODY_TYPE, f"{RESIZE_NEAREST_SYMBOL}.rows")
-    fn.linkage = "internal"
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    d = b.bitcast(fn.args[0], I64P)
-    f = {name: b.load(b.gep(d, [c64(i)]), name=name) for name, i in _F.items()}
-    rpc = b.load(b.gep(d, [c64(len(FIELDS))]))
+    fn, b, f, rpc = chunk_body(module, f"{RESIZE_NEAREST_SYMBOL}.rows", FIELDS)
     h, w, oh, ow = f["h"], f["w"], f["oh"], f["ow"]
     x, y = b.inttoptr(f["x"], I32P), b.inttoptr(f["y"], I32P)
     rows, cols = b.inttoptr(f["rows"], I64P), b.inttoptr(f["cols"], I32P)

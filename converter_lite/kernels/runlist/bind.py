@@ -51,7 +51,7 @@ def batch(calls: list[Callable], runner: int | None) -> tuple[list[Callable], li
 def _merged(runner: int, steps: list[Callable]) -> Callable:
     table = np.array([s.native for s in steps], np.int64).reshape(len(steps), RUN_FIELDS)
     call = _RUNNER(runner)
-    ptr, n = ctypes.addressof(ctypes.c_char.from_buffer(table)), len(steps)
+    ptr, n = table.ctypes.data, len(steps)
 
     def run() -> None:
         call(ptr, n)
