@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import inspect
 import json
 import os
 import time
@@ -33,11 +34,11 @@ from llvmlite import ir
 from ..ir.core import Graph
 from .abi import KernelSpec, export_wrappers, kernel_spec, lower_kernel, symbol_for
 from .cache import KernelCache, content_key, default_cache_dir
+from .columns import lower_column_kernel
 from .errors import UnsupportedOpError
 from .library import KernelLibrary, resolve_target
 from .link import link_shared
 from .lower import check_supported
-from .columns import lower_column_kernel
 from .rows import lower_row_kernel
 from .threadpool import emit_pool
 
@@ -153,7 +154,7 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
         for symbol, emit in drivers.items():          # model-independent: compiled once per target and source
             obj = cache.get(driver_keys[symbol], ".o")
             if obj is None:
-                obj = _compile_module(tspec, driver_ir(symbol, emit, tspec.triple))
+                obj = _compile_module(tspec, driver_ir(symbol, emit, tspec.triple, tspec.usable))
                 cache.put(driver_keys[symbol], ".o", obj)
             objects.append(obj)
         pool_key = content_key(CODEGEN_VERSION, fingerprint, pool_ir)
@@ -179,12 +180,16 @@ def build_kernels(kernels: list[tuple[str, Graph]], target: dict | None = None, 
 
 
 @functools.cache
-def driver_ir(symbol: str, emit: Emitter, triple: str) -> str:
+def driver_ir(symbol: str, emit: Emitter, triple: str, features: frozenset[str] = frozenset()) -> str:
     """The IR text of one driver's module (its symbol and internal helpers; the thread pool only declared), once
-    per process (emitting the convolution drivers takes about a second)."""
+    per process (emitting the convolution drivers takes about a second).  An emitter with a ``features``
+    parameter is handed the target's CPU features (the int8 GEMM uses AVX-512 VNNI only where they have it)."""
     module = ir.Module(name=symbol)
     module.triple = triple
-    emit(module)
+    if "features" in inspect.signature(emit).parameters:
+        emit(module, features=features)
+    else:
+        emit(module)
     return str(module)
 
 

@@ -49,7 +49,7 @@ def jit_library(ll_text: str, drivers: Mapping[str, Callable] | None = None) -> 
     for symbol, emit in sorted((drivers or {}).items()):
         if _defines(mod, symbol):
             continue
-        mod.link_in(lib.parse(driver_ir(symbol, emit, host.triple)))
+        mod.link_in(lib.parse(driver_ir(symbol, emit, host.triple, host.usable)))
     lib.optimize(mod)
     _load_gomp()
     tm = llvm.Target.from_triple(host.triple).create_target_machine(

@@ -15,6 +15,10 @@ models: every one is ``quantize(f(dequantize(inputs)))`` with a float op ``f``. 
 * ``QGemm`` (A, a_scale, a_zp, B, b_scale, b_zp, C?, y_scale?, y_zp?; ``alpha``, ``transA``, ``transB``):
   ``alpha * (A - a_zp)(B - b_zp) * a_scale * b_scale + C * a_scale * b_scale`` (C an int32 bias), quantized
   when ``y_scale`` is given, else float32; ``b_scale``/``b_zp`` may be per column;
+* ``MatMulIntegerToFloat`` (A, B, a_scale, b_scale, a_zero_point?, b_zero_point?, bias?): onnxruntime's fusion
+  of ``MatMulInteger -> Cast -> Mul -> Add``, ``float32(MatMulInteger(A, B, a_zp, b_zp)) * (a_scale * b_scale) +
+  bias`` (``b_scale``, ``b_zero_point`` and ``bias`` one per column or one); the converter makes it of that
+  chain (passes/rewrite/matmul_integer.py) for the native int8 GEMM (kernels/qgemm/);
 * ``MatMulNBits`` (A, B, scales, zero_points?, g_idx?, bias?; ``K``, ``N``, ``bits`` 2/4/8, ``block_size``): the
   weight-only quantization of LLM exports, ``A @ W^T + bias`` with ``W[n, k] = (q[n, k] - zp[n, k // block_size]) *
   scale[n, k // block_size]``; ``B`` holds ``q`` as ``[N, blocks, block_size * bits / 8]`` bytes, low bits first;
@@ -34,7 +38,8 @@ from ..ir.dtype import DType
 from .registry import OPS, KernelError, evaluate, reference
 
 MS_QUANT_OPS = ("QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearGlobalAveragePool",
-                "QLinearAveragePool", "QLinearConcat", "QLinearSoftmax", "QGemm", "MatMulNBits")
+                "QLinearAveragePool", "QLinearConcat", "QLinearSoftmax", "QGemm", "MatMulNBits",
+                "MatMulIntegerToFloat")
 POOL_ATTRS = ("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides")
 
 
@@ -217,6 +222,21 @@ def qgemm(attrs, a, a_scale, a_zp, b, b_scale, b_zp, c=None, y_scale=None, y_zp=
     if y_scale is None:
         return y
     return quantize(y, _scalar(y_scale, "y_scale"), _scalar(y_zp, "y_zero_point"), _out_type(y_zp, a))
+
+
+def _mmitf_infer(node):
+    from .nn import matmul_shape
+    return [TensorType(node.inputs[2].dtype, matmul_shape(node.inputs[0].shape, node.inputs[1].shape))]
+
+
+@reference("MatMulIntegerToFloat", infer=_mmitf_infer)
+def matmul_integer_to_float(attrs, a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None):
+    from .nn import matmul_integer
+    dt = np.asarray(a_scale).dtype
+    y = matmul_integer({}, a, b, a_zero_point, b_zero_point).astype(dt) * (np.asarray(a_scale) * np.asarray(b_scale, dt))
+    if bias is not None:
+        y = y + np.asarray(bias, dt)
+    return y.astype(dt, copy=False)
 
 
 # -- MatMulNBits ----------------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ import numpy as np
 
 from ...ir.core import Node
 from ...ir.dtype import DType
+from ...kernels.qgemm.abi import select as qgemm_select
 from ...ops.builder import GraphBuilder
 from ...ops.qlinear_ms import nbits_weight
 from ...ops.registry import KernelError
@@ -183,7 +184,7 @@ def expand_qlinear_matmul(b: GraphBuilder, node: Node) -> list:
         if any(p is None for p in (sa, sb, ys)) or max(np.size(sa), np.size(sb), np.size(ys)) != 1 or \
                 any(z is not None and np.size(z) != 1 for z in (za, zb)) or bv.dtype not in INT8:
             raise Declined("per-row/column parameters of a computed b")
-        scalar = lambda p: p.reshape(())               # noqa: E731
+        scalar = lambda p: p.reshape(())
         acc = b.op("MatMul", _shift(b, a, za, scalar), _shift(b, b.wrap(bv), zb, scalar))
         mult = np.float32(np.asarray(sa, np.float32).reshape(())) * np.asarray(sb, np.float32).reshape(()) / \
             np.asarray(ys, np.float32).reshape(())
@@ -226,7 +227,7 @@ def expand_dynamic_quantize_linear(b: GraphBuilder, node: Node) -> list:
     span = b.op("Sub", b.op("Cast", hi, to=f64), b.op("Cast", lo, to=f64))
     scale = b.op("Where", b.op("Equal", hi, lo), b.const(np.float32(1.0)),
                  b.op("Cast", b.op("Div", span, b.const(np.float64(255.0))), to=f32))
-    clip = lambda t: b.op("Min", b.op("Max", t, zero), b.const(np.float32(255.0)))   # noqa: E731
+    clip = lambda t: b.op("Min", b.op("Max", t, zero), b.const(np.float32(255.0)))
     zp = clip(b.op("Round", b.op("Sub", zero, b.op("Div", lo, scale))))
     y = clip(b.op("Add", b.op("Round", b.op("Div", x, scale)), zp))
     u8 = int(DType.uint8)
@@ -249,20 +250,40 @@ def _zero_point_shift(b: GraphBuilder, x, node: Node, i: int, what: str):
     return b.op("Sub", xf, b.op("Cast", b.wrap(v), to=int(DType.float32)))
 
 
-@expander("MatMulInteger")
-def expand_matmul_integer(b: GraphBuilder, node: Node) -> list:
+def _float_product(b: GraphBuilder, node: Node, za: int, zb: int):
+    """The float32 MatMul of ``(A - a_zp) @ (B - b_zp)`` (node inputs 0, 1 and zero points ``za``, ``zb``)."""
     a = input_value(b, node, 0)
     if a.dtype not in INT8 or a.shape is None or len(a.shape) < 2:
         raise Declined(f"input {a.dtype.name}")
-    w, zb = _int8_const(node, 1, "b"), _int8_const(node, 3, "b zero point")
+    w, zp = _int8_const(node, 1, "b"), _int8_const(node, zb, "b zero point")
     if w is None or w.ndim != 2:
         raise Declined("b is not a constant matrix")
-    zb = np.zeros((), np.float32) if zb is None else np.asarray(zb, np.float32)
-    if zb.size not in (1, w.shape[1]):
-        raise Declined(f"b zero point of shape {list(zb.shape)}")
-    wf = w.astype(np.float32) - zb.reshape(-1 if zb.size > 1 else ())
-    acc = b.op("MatMul", _zero_point_shift(b, a, node, 2, "a zero point"), b.const(np.ascontiguousarray(wf)))
-    return [b.op("Cast", acc, to=int(DType.int32))]
+    zp = np.zeros((), np.float32) if zp is None else np.asarray(zp, np.float32)
+    if zp.size not in (1, w.shape[1]):
+        raise Declined(f"b zero point of shape {list(zp.shape)}")
+    wf = w.astype(np.float32) - zp.reshape(-1 if zp.size > 1 else ())
+    return b.op("MatMul", _zero_point_shift(b, a, node, za, "a zero point"), b.const(np.ascontiguousarray(wf)))
+
+
+@expander("MatMulInteger")
+def expand_matmul_integer(b: GraphBuilder, node: Node) -> list:
+    if qgemm_select(node):
+        raise Declined("the native int8 GEMM runs it")
+    return [b.op("Cast", _float_product(b, node, 2, 3), to=int(DType.int32))]
+
+
+@expander("MatMulIntegerToFloat")
+def expand_matmul_integer_to_float(b: GraphBuilder, node: Node) -> list:
+    """``float32((A - a_zp) @ (B - b_zp)) * (a_scale * b_scale) + bias`` as float ops, where the native int8 GEMM
+    does not take it (a target without the driver, a computed B, K not a multiple of 4, ...)."""
+    if qgemm_select(node):
+        raise Declined("the native int8 GEMM runs it")
+    sa, sb = input_value(b, node, 2), input_value(b, node, 3)
+    if sa is None or sb is None or sa.dtype is not DType.float32 or sb.dtype is not DType.float32:
+        raise Declined("scales that are not float32")
+    y = b.op("Mul", _float_product(b, node, 4, 5), b.op("Mul", sa, sb))
+    bias = input_value(b, node, 6) if len(node.inputs) > 6 and node.inputs[6] is not None else None
+    return [y if bias is None else b.op("Add", y, bias)]
 
 
 @expander("ConvInteger")

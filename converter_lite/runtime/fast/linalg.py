@@ -26,6 +26,8 @@ import numpy as np
 
 from ...kernels.gemm.bind import PackedB, gemm_driver, gemm_step
 from ...kernels.packing import shared
+from ...kernels.qgemm.abi import QGEMM_SYMBOL
+from ...kernels.qgemm.bind import PackedQ, qgemm_step
 from ...ops.nn import matmul_shape
 from ...ops.registry import OPS, KernelError
 from ..program import Impl, NodeCtx
@@ -177,4 +179,37 @@ def _packed(driver, b: np.ndarray | None) -> PackedB | None:
     return shared(b, ("panels",), lambda: PackedB(b))
 
 
-LINALG_FAST = {"MatMul": _matmul, "Gemm": _gemm, "FusedMatMul": _fused_matmul}
+def _matmul_integer(ctx: NodeCtx):
+    """``MatMulInteger`` (int32 out) / ``MatMulIntegerToFloat`` (float32 out) on the native int8 GEMM
+    (kernels/qgemm/: the converter recorded it for the node only when its ``select`` took it), the weights
+    packed once; A's leading dims are rows.  Else None: the reference kernel."""
+    addr = ctx.native(QGEMM_SYMBOL)
+    w = ctx.const(1)
+    if not addr or w is None:
+        return None
+    to_float = ctx.node.op == "MatMulIntegerToFloat"
+    k, n = w.shape
+    zpos = 4 if to_float else 2
+    packed = shared(w, ("qpanels",), lambda: PackedQ(w))
+    scales = (ctx.const(3), ctx.const(6)) if to_float else (None, None)
+    reference = _reference_into(ctx.node)
+
+    def bind(ins, outs, ws, nt=1):
+        a, y = ins[0], outs[0]
+        step = None
+        if a.flags.c_contiguous and y.flags.c_contiguous:
+            azp = ins[zpos] if len(ins) > zpos else None
+            step = qgemm_step(addr, a.reshape(-1, k), packed, y.reshape(-1, n), nt, azp=azp,
+                              ascale=ins[2] if to_float else None, bscale=scales[0], bias=scales[1])
+        return step or partial(reference, ins, y)
+    return Impl(bind=bind)
+
+
+def _reference_into(node):
+    """``run(ins, out)``: the node's reference kernel, its result copied into ``out``."""
+    compute, attrs = OPS[node.op].compute, node.attrs
+    return lambda ins, out: np.copyto(out, compute(attrs, *ins))
+
+
+LINALG_FAST = {"MatMul": _matmul, "Gemm": _gemm, "FusedMatMul": _fused_matmul,
+               "MatMulInteger": _matmul_integer, "MatMulIntegerToFloat": _matmul_integer}

@@ -202,16 +202,21 @@ def _ort_dynamic(src, path, **kw):
 
 
 @pytest.mark.parametrize("name,ops", [("mlp_block", None), ("conv_net", ["Conv"])])
-def test_a_dynamically_quantized_model_from_onnxruntime_runs_on_float_kernels(tmp_path, rng, name, ops):
-    """onnxruntime's quantize_dynamic form (DynamicQuantizeLinear -> MatMulInteger/ConvInteger -> Cast -> scale)
-    runs as float MatMul/Conv on the native drivers, within float32 rounding of onnxruntime's integer result."""
+def test_a_dynamically_quantized_model_from_onnxruntime_runs_fused(tmp_path, rng, name, ops):
+    """onnxruntime's quantize_dynamic form (DynamicQuantizeLinear -> MatMulInteger/ConvInteger -> Cast -> scale):
+    the MatMuls run on the native int8 GEMM (MatMulIntegerToFloat, passes/rewrite/matmul_integer.py), the Convs
+    as float Convs on the native drivers, within float32 rounding of onnxruntime's integer result."""
     src = os.path.join(ROOT, "models", name + ".onnx")
     path = _ort_dynamic(src, tmp_path / "dyn.onnx", op_types_to_quantize=ops)
     kinds = {n.op_type for n in onnx.load(path).graph.node}
     assert "DynamicQuantizeLinear" in kinds and kinds & {"MatMulInteger", "ConvInteger"}, kinds
     ms = converter_lite.convert(str(path), str(tmp_path / "q"), graph_kernel_flags="--opt_level=2")
-    left = {n.op for n in load_model(ms).graph.nodes}
+    nodes = load_model(ms).graph.nodes
+    left = {n.op for n in nodes}
     assert not left & {"DynamicQuantizeLinear", "MatMulInteger", "ConvInteger"}, left
+    int8 = [n for n in nodes if n.op == "MatMulIntegerToFloat"]
+    assert int8 if "MatMulInteger" in kinds else not int8
+    assert all("cl_qgemm_v1" in n.attrs.get("native_drivers", ()) for n in int8)
     model = converter_lite.load(ms)
     feeds = {n: rng.standard_normal(t.shape).astype(np.float32) for n, t in zip(model.input_names, model.input_types)}
     got = np.asarray(list(model.run(feeds).values())[0], np.float64).reshape(-1)
