@@ -132,3 +132,29 @@ def test_dynamic_batch_and_sequence(tmp_path):
         x = np.random.default_rng(shape[1]).standard_normal((*shape, 64)).astype(np.float32)
         want = run_ort(model, {"x": x})[0]
         np.testing.assert_allclose(m.run({"x": x})["y"], want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("op", ["QLinearMatMul", "QGemm"])
+def test_qoperator_products_run_on_the_int8_gemm(tmp_path, op):
+    """QLinearMatMul and com.microsoft QGemm (with its int32 bias) with constant int8 weights: the int8 GEMM,
+    then the requantization; within one quantization step of onnxruntime."""
+    rng = np.random.default_rng(8)
+    k, n = 48, 20
+    inits = {"w": rng.integers(-127, 128, (k, n)).astype(np.int8), "sa": np.array(0.03, np.float32),
+             "za": np.array(120, np.uint8), "sb": rng.uniform(0.002, 0.004, n).astype(np.float32),
+             "zb": np.zeros(n, np.int8), "sy": np.array(0.05, np.float32), "zy": np.array(128, np.uint8),
+             "c": rng.integers(-500, 500, n).astype(np.int32)}
+    if op == "QLinearMatMul":
+        node = oh.make_node(op, ["q", "sa", "za", "w", "sb", "zb", "sy", "zy"], ["y"])
+    else:
+        node = oh.make_node(op, ["q", "sa", "za", "w", "sb", "zb", "c", "sy", "zy"], ["y"], domain="com.microsoft")
+    model = make_model([node], [tensor_info("q", np.uint8, [7, k])], [tensor_info("y", np.uint8, [7, n])],
+                       initializers=inits)
+    if op == "QGemm":
+        model.opset_import.append(oh.make_opsetid("com.microsoft", 1))
+    ms = _convert(tmp_path, model)
+    assert len(_native(ms, "MatMulIntegerToFloat")) == 1
+    q = rng.integers(0, 256, (7, k)).astype(np.uint8)
+    got = converter_lite.load(ms).run({"q": q})["y"].astype(np.int32)
+    want = run_ort(model, {"q": q})[0].astype(np.int32)
+    assert np.abs(got - want).max() <= 1 and np.mean(got != want) < 0.05

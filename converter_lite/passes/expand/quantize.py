@@ -3,7 +3,8 @@
 QuantizeLinear / DequantizeLinear become elementwise ops, so that a QDQ model's activation quantization fuses
 into kernels (the QDQ form onnxruntime's ``quantize_static`` writes: every activation goes through a Q->DQ
 pair).  QLinearConv / QLinearMatMul (the QOperator form) become a float Conv/MatMul on zero-point-shifted
-values with dequantized constant weights, then an elementwise requantization; DynamicQuantizeLinear,
+values with dequantized constant weights, then an elementwise requantization (QLinearMatMul and QGemm with uint8
+activations and constant int8 weights: the native int8 GEMM, MatMulIntegerToFloat, then the requantization); DynamicQuantizeLinear,
 MatMulInteger and ConvInteger (the form of onnxruntime's ``quantize_dynamic``) likewise (sections at the end).
 
     QuantizeLinear:   y = Cast(Min(Max(Where(IsNaN(t), 0, t), qmin), qmax)),  t = Round(x / scale) + zero_point
@@ -130,9 +131,9 @@ def _shift(b: GraphBuilder, x, zp, shape_to) -> object:
     return b.op("Sub", xf, b.const(shape_to(np.asarray(zp, np.float32))))
 
 
-def _requantize(b: GraphBuilder, acc, multiplier: np.ndarray, y_zp: np.ndarray | None, out: DType):
-    """saturate(round(acc * multiplier) + y_zp) as ``out``."""
-    t = b.op("Round", b.op("Mul", acc, b.const(multiplier.astype(np.float32))))
+def _requantize(b: GraphBuilder, acc, multiplier: np.ndarray | None, y_zp: np.ndarray | None, out: DType):
+    """saturate(round(acc * multiplier) + y_zp) as ``out`` (``multiplier`` None: ``acc`` is scaled already)."""
+    t = b.op("Round", acc if multiplier is None else b.op("Mul", acc, b.const(multiplier.astype(np.float32))))
     if y_zp is not None and np.any(y_zp):
         t = b.op("Add", t, b.const(np.asarray(y_zp, np.float32).reshape(())))
     info = np.iinfo(out.np)
@@ -171,6 +172,20 @@ def expand_qlinear_conv(b: GraphBuilder, node: Node) -> list:
     return [_requantize(b, acc, np.asarray(mult, np.float32), yz, node.outputs[0].dtype)]
 
 
+def _int8_gemm(b: GraphBuilder, a, w: np.ndarray, za, zb, mult: np.ndarray, bias: np.ndarray | None = None):
+    """``float32((a - za) @ w) * mult (+ bias)`` as MatMulIntegerToFloat on the native int8 GEMM (kernels/qgemm/:
+    the same float32 product the float path computes, ``mult`` per tensor or per column), or None where the
+    driver does not take the operands (int8 activations, a b zero point, K not a multiple of 4)."""
+    if a.dtype is not DType.uint8 or w.dtype != np.int8 or w.ndim != 2 or w.shape[0] % 4 or \
+            (zb is not None and np.any(zb)) or (za is not None and np.asarray(za).dtype != np.uint8):
+        return None
+    ins = [a, b.const(np.ascontiguousarray(w)), b.const(np.float32(1.0)), b.const(np.asarray(mult, np.float32)),
+           None if za is None else b.const(np.asarray(za, np.uint8).reshape(())), None]
+    if bias is not None:
+        ins.append(b.const(np.asarray(bias, np.float32)))
+    return b.op("MatMulIntegerToFloat", *ins)
+
+
 @expander("QLinearMatMul")
 def expand_qlinear_matmul(b: GraphBuilder, node: Node) -> list:
     a = input_value(b, node, 0)
@@ -196,10 +211,13 @@ def expand_qlinear_matmul(b: GraphBuilder, node: Node) -> list:
         raise Declined("per-row a parameters")
     col = (lambda p: p.reshape(-1)) if max(np.size(sb), np.size(zb if zb is not None else 0)) > 1 \
         else (lambda p: p.reshape(()))
-    wf = w.astype(np.float32) - (0 if zb is None else col(np.asarray(zb, np.float32)))
-    acc = b.op("MatMul", _shift(b, a, za, lambda p: p.reshape(())), b.const(np.ascontiguousarray(wf)))
     mult = np.float32(np.asarray(sa, np.float32).reshape(())) * col(np.asarray(sb, np.float32)) / \
         np.asarray(ys, np.float32).reshape(())
+    scaled = _int8_gemm(b, a, w, za, zb, mult)
+    if scaled is not None:
+        return [_requantize(b, scaled, None, yz, node.outputs[0].dtype)]
+    wf = w.astype(np.float32) - (0 if zb is None else col(np.asarray(zb, np.float32)))
+    acc = b.op("MatMul", _shift(b, a, za, lambda p: p.reshape(())), b.const(np.ascontiguousarray(wf)))
     return [_requantize(b, acc, np.asarray(mult, np.float32), yz, node.outputs[0].dtype)]
 
 
@@ -420,14 +438,18 @@ def expand_qgemm(b: GraphBuilder, node: Node) -> list:
         else (lambda p: np.asarray(p, np.float32).reshape(()))
     if np.size(sb) not in (1, n) or (zb is not None and np.size(zb) not in (1, n)):
         raise Declined("b parameters neither per-tensor nor per-column")
-    wf = w.astype(np.float32) - (0 if zb is None else col(zb))
-    acc = b.op("MatMul", _shift(b, a, za, lambda p: p.reshape(())), b.const(np.ascontiguousarray(wf)))
-    if bias is not None:
-        if np.abs(np.asarray(bias, np.int64)).max(initial=0) >= 2 ** 24:
-            raise Declined("bias beyond float32's exact integers")
-        acc = b.op("Add", acc, b.const(np.asarray(bias, np.float32)))
-    mult = np.float32(node.attrs.get("alpha", 1.0)) * np.float32(sa) * col(sb)
-    y = b.op("Mul", acc, b.const(np.asarray(mult, np.float32)))
+    if bias is not None and np.abs(np.asarray(bias, np.int64)).max(initial=0) >= 2 ** 24:
+        raise Declined("bias beyond float32's exact integers")
+    mult = np.asarray(np.float32(node.attrs.get("alpha", 1.0)) * np.float32(sa) * col(sb), np.float32)
+    # on the int8 GEMM the int32 bias is scaled at conversion (it adds after the product's scaling there)
+    y = _int8_gemm(b, a, w, za, zb, mult, None if bias is None else
+                   np.broadcast_to(np.asarray(bias, np.float32).reshape(-1) * mult, (n,)).copy())
+    if y is None:
+        wf = w.astype(np.float32) - (0 if zb is None else col(zb))
+        acc = b.op("MatMul", _shift(b, a, za, lambda p: p.reshape(())), b.const(np.ascontiguousarray(wf)))
+        if bias is not None:
+            acc = b.op("Add", acc, b.const(np.asarray(bias, np.float32)))
+        y = b.op("Mul", acc, b.const(mult))
     if len(node.inputs) <= 7 or node.inputs[7] is None:
         return [y]
     return [_quantized(b, node, y, 7, 8)]
