@@ -53,11 +53,14 @@ ALWAYS: tuple[str, ...] = tuple(s for d in DRIVERS if d.always for s in d.symbol
 WITH_EPILOGUE: frozenset[str] = frozenset(s for d in DRIVERS if d.epilogue for s in d.symbols)
 
 
-def select(node) -> tuple[str, ...]:
-    """Every driver symbol ``node`` may run on, in registry order."""
+def select(node, among=None) -> tuple[str, ...]:
+    """Every driver symbol ``node`` may run on, in registry order; ``among`` (symbols), when given, limits the
+    drivers asked to those offering one of them (a dynamic node re-selecting among its recorded candidates)."""
+    drivers = DRIVERS if among is None else [d for d in DRIVERS if not d.ops.isdisjoint((node.op,))
+                                             and any(s in among for s in d.abi.SYMBOLS)]
     selecting(node)
     try:
-        return tuple(s for d in DRIVERS for s in d.select(node))
+        return tuple(s for d in drivers for s in d.select(node) if among is None or s in among)
     finally:
         selecting(None)
 

@@ -101,7 +101,7 @@ def concretize(graph: Graph, shapes: Mapping[str, tuple[int, ...]], vmap: dict |
         except (KernelError, ValueError, IndexError, TypeError) as e:
             raise _shape_error(node, shapes, e) from None
         if drivers and all(o.type.is_static for o in outs):
-            new.attrs[DRIVERS_ATTR] = [s for s in select(new) if s in drivers]
+            new.attrs[DRIVERS_ATTR] = list(select(new, drivers))
         out.nodes.append(new)
 
     for node in graph.nodes:
