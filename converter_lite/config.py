@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from .errors import RET_INPUT_PARAM_INVALID, ConverterError
-from .quant_config import WeightQuantConfig
+from .quant_config import QuantConfig
 
 LOGGER_NAME = "converter_lite"
 GRAPH_KERNEL_SECTION = "graph_kernel_param"
@@ -185,7 +185,7 @@ class GraphKernelConfig:
                                                     # "": no cache)
     num_threads_hint: int = 2                       # threads the native kernels are built for (<=1: serial)
     verify_ir: bool = False                         # run the IR verifier after every pass
-    weight_quant: WeightQuantConfig | None = None   # [common_quant_param] quant_type=WEIGHT_QUANT
+    quant: QuantConfig | None = None                # [common_quant_param]: WEIGHT_QUANT or DYNAMIC_QUANT
 
     def __post_init__(self) -> None:
         if not 0 <= self.opt_level <= MAX_OPT_LEVEL:
@@ -253,7 +253,7 @@ def _valid_ops(default: Iterable[str], enable: Iterable[str], disable: Iterable[
 
 # -- flag table -------------------------------------------------------------------------------------------------
 _CONVERTER_ONLY = {"flags_text", "fusion_switch", "dump_ir", "dump_dir", "verify_ir", "kernel_cache_dir",
-                   "num_threads_hint", "weight_quant"}
+                   "num_threads_hint", "quant"}
 FLAG_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(GraphKernelConfig)
                                    if f.name not in _CONVERTER_ONLY)
 HARDWARE_ONLY_KEYS = frozenset({
@@ -479,12 +479,13 @@ def check_sections(sections: Mapping[str, Mapping[str, str]], path: str = "<conf
             if params:
                 warn(f"{path}: keys before any [section] are ignored: {', '.join(params)}")
             continue
-        if name == "common_quant_param":
-            continue                                       # quant_config.parse_quant_sections reads it
+        if name in ("common_quant_param", "dynamic_quant_param"):
+            continue                                       # quant_config.parse_quant_sections reads (checks) them
         if name in QUANT_SECTIONS:
             raise ConverterError(RET_INPUT_PARAM_INVALID,
-                                 f"{path}: section [{name}] is not supported yet (only [common_quant_param] "
-                                 "quant_type=WEIGHT_QUANT is); remove the section")
+                                 f"{path}: section [{name}] is not supported yet (only [common_quant_param] with "
+                                 "quant_type=WEIGHT_QUANT or DYNAMIC_QUANT, and [dynamic_quant_param], are); "
+                                 "remove the section")
         if name in HARDWARE_SECTIONS:
             raise ConverterError(RET_INPUT_PARAM_INVALID,
                                  f"{path}: section [{name}] is not supported: {HARDWARE_SECTIONS[name]}")

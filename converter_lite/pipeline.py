@@ -1,7 +1,11 @@
 """convert(): the one ordered path from an ONNX file to a ``.ms`` file.
 
-    load + import (frontend)  ->  graph-kernel optimizer at opt_level (passes.manager; includes native build)
-    ->  serialize (model.format, atomic write)
+    load + import (frontend)  ->  [DYNAMIC_QUANT: MatMul/Gemm to int8 products (passes/dynamic_quant.py)]
+    ->  graph-kernel optimizer at opt_level (passes.manager; includes native build)
+    ->  [fp16 weights | WEIGHT_QUANT (passes/weight_quant.py)]  ->  serialize (model.format, atomic write)
+
+``[common_quant_param]`` (quant_config.py) gives ``config.quant``, whose ``quant_type`` picks the quantization
+pass; the ``.ms`` metadata records it (``"weight_quant"`` / ``"dynamic_quant"``: bit_num and weight count).
 
 Environment variables are read here, at the entry, and nowhere below: MS_DEV_GRAPH_KERNEL_FLAGS replaces the
 config file's ``[graph_kernel_param]`` flags, MS_DEV_DUMP_GRAPH_KERNEL_IR=on dumps the IR after every pass.
@@ -52,11 +56,11 @@ def build_config(config_file: str | None = None, *, graph_kernel_flags: str | No
                  env: dict | None = None, dump_dir: str = ".") -> GraphKernelConfig:
     """Resolves the flag string in force (API flags > env > config file) into a GraphKernelConfig."""
     env = os.environ if env is None else env
-    file_flags, weight_quant = None, None
+    file_flags, quant = None, None
     if config_file is not None:
         file_flags, sections = load_config_file(config_file)
         check_sections(sections, config_file)
-        weight_quant = parse_quant_sections(sections, config_file)
+        quant = parse_quant_sections(sections, config_file)
     text = resolve_flags(file_flags, env.get("MS_DEV_GRAPH_KERNEL_FLAGS"))
     if graph_kernel_flags:
         text = graph_kernel_flags
@@ -64,7 +68,7 @@ def build_config(config_file: str | None = None, *, graph_kernel_flags: str | No
     cfg = parse_flags(text, default_opt_level=2 if enable_graph_kernel else 0,
                       dump_ir=env.get("MS_DEV_DUMP_GRAPH_KERNEL_IR", "") == "on", dump_dir=dump_dir,
                       fusion_switch=fusion_switch)
-    return dataclasses.replace(cfg, weight_quant=weight_quant) if weight_quant is not None else cfg
+    return dataclasses.replace(cfg, quant=quant) if quant is not None else cfg
 
 
 def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, optimize: str = "general",
@@ -91,9 +95,11 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
         raise ConverterError(RET_NOT_SUPPORT,
                              f"--optimize={optimize} targets a {optimize.split('_')[0].upper()} device; "
                              "converter_lite builds for the CPU only (use --optimize=general)")
-    if fp16 and config.weight_quant is not None:
-        raise ConverterError(RET_INPUT_PARAM_INVALID, "--fp16=on and [common_quant_param] quant_type=WEIGHT_QUANT "
-                                                      "both choose how weights are stored: use one of them")
+    quant = config.quant
+    if fp16 and quant is not None:
+        raise ConverterError(RET_INPUT_PARAM_INVALID, f"--fp16=on and [common_quant_param] quant_type="
+                                                      f"{quant.quant_type} both choose how weights are stored: "
+                                                      "use one of them")
     if isinstance(input_shape, str):
         input_shape = parse_input_shapes(input_shape)
     input_values = parse_input_values(input_value) if input_value else None
@@ -115,22 +121,35 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
     artifacts: dict[str, bytes] = {}
     graph = import_model(source, input_shapes=input_shape, input_values=input_values)
     timings["import"] = time.perf_counter() - t0
+    dynamic = None
+    if quant is not None and quant.quant_type == "DYNAMIC_QUANT":
+        from .passes.dynamic_quant import quantize_dynamic
+        t0 = time.perf_counter()
+        dynamic = quantize_dynamic(graph, quant)
+        timings["dynamic_quant"] = time.perf_counter() - t0
+        log.info("dynamic quantization: %d weights to int8, %d MatMul/Gemm nodes", len(dynamic.rows),
+                 dynamic.nodes)
     if optimize != "none" and config.enabled:
         t0 = time.perf_counter()
         ctx = run_graph_kernel_optimizer(graph, config)
         timings["graph_kernel"] = time.perf_counter() - t0
         stats = dict(ctx.stats)
         artifacts = dict(ctx.artifacts)
+    if dynamic is not None:
+        stats["dynamic_quant"] = len(dynamic.rows)
 
     if fp16:
         from .passes.fp16_weights import store_weights_as_fp16
         stats["fp16_weights"] = store_weights_as_fp16(graph)
     quantized, quant_rows = None, []
-    if config.weight_quant is not None:
+    if quant is not None and quant.quant_type == "WEIGHT_QUANT":
         from .passes.weight_quant import quantize_weights
-        quantized, quant_rows = quantize_weights(graph, config.weight_quant)
+        quantized, quant_rows = quantize_weights(graph, quant)
         stats["weight_quant"] = len(quant_rows)
-        log.info("weight quantization: %d weights to %d bits", len(quant_rows), config.weight_quant.bit_num)
+        log.info("weight quantization: %d weights to %d bits", len(quant_rows), quant.bit_num)
+    elif dynamic is not None:
+        from .passes.dynamic_quant import storage_map
+        quantized, quant_rows = storage_map(graph, dynamic), dynamic.rows
 
     t0 = time.perf_counter()
     metadata = {
@@ -143,9 +162,12 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
         "fp16_weights": fp16,
         "input_format": input_format,
     }
-    if config.weight_quant is not None:
-        metadata["weight_quant"] = {"bit_num": config.weight_quant.bit_num, "weights": len(quant_rows)}
-    if embed_source and not fp16 and config.weight_quant is None and graph.metadata.get("dynamic_inputs"):
+    if quant is not None:
+        key = "weight_quant" if quant.quant_type == "WEIGHT_QUANT" else "dynamic_quant"
+        metadata[key] = {"bit_num": quant.bit_num, "weights": len(quant_rows)}
+        if dynamic is not None:
+            metadata[key].update(nodes=dynamic.nodes, quant_strategy=quant.quant_strategy)
+    if embed_source and not fp16 and quant is None and graph.metadata.get("dynamic_inputs"):
         # the runtime re-specializes the model for other shapes of the dynamic dims from this (runtime/respecialize.py);
         # not with fp16 weights, whose point is a small file (the source holds them in float32)
         from .frontend.onnx_import import source_bytes
@@ -154,11 +176,11 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
                                  "input_value": input_values}
     _make_output_dir(out_path)
     save_model(out_path, graph, metadata, artifacts or None, quantized=quantized)
-    if quant_rows and config.weight_quant.debug_info_save_path:
+    if quant_rows and quant.debug_info_save_path:
         from .passes.weight_quant import write_report
         stem = os.path.splitext(os.path.basename(out_path))[0]
-        log.info("weight quantization report: %s",
-                 write_report(quant_rows, config.weight_quant.debug_info_save_path, stem))
+        kind = "weight_quant" if quant.quant_type == "WEIGHT_QUANT" else "dynamic_quant"
+        log.info("%s report: %s", kind, write_report(quant_rows, quant.debug_info_save_path, stem, kind))
     timings["save"] = time.perf_counter() - t0
     return ConvertResult(out_path, graph, config, stats, timings)
 

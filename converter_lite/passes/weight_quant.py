@@ -20,9 +20,9 @@ import os
 
 import numpy as np
 
-from ..quant_config import WeightQuantConfig
 from ..ir.core import Graph, Node
 from ..model.quantized import quantize
+from ..quant_config import WeightQuantConfig
 
 REPORT_FIELDS = ("node", "weight", "shape", "bits", "axis", "max_abs_error", "cosine")
 
@@ -47,7 +47,8 @@ def _weight_slots(node: Node) -> list[tuple[int, int]]:
     return []
 
 
-def _skipped(node: Node, skip: frozenset[str]) -> bool:
+def is_skipped(node: Node, skip: frozenset[str]) -> bool:
+    """``node`` (or an original node fused into it) is named in ``skip_quant_node``."""
     return node.name in skip or any(s in skip for s in node.attrs.get("source_nodes", ()) or ())
 
 
@@ -60,7 +61,7 @@ def quantize_weights(graph: Graph, cfg: WeightQuantConfig) -> tuple[dict, list[d
     skip = frozenset(cfg.skip_quant_node)
     for g in graph.all_graphs():
         for node in g.nodes:
-            if _skipped(node, skip):
+            if is_skipped(node, skip):
                 continue
             for pos, axis in _weight_slots(node):
                 v = node.inputs[pos]
@@ -71,13 +72,14 @@ def quantize_weights(graph: Graph, cfg: WeightQuantConfig) -> tuple[dict, list[d
                 done.add(id(v))
                 qw = quantize(w, cfg.bit_num, axis)
                 deq = qw.dequantize()
-                rows.append(_report(node, v.name, w, deq, cfg.bit_num, qw.axis))
+                rows.append(report_row(node, v.name, w, deq, cfg.bit_num, qw.axis))
                 v.const = deq
                 quantized[id(deq)] = qw
     return quantized, rows
 
 
-def _report(node: Node, name: str, w: np.ndarray, deq: np.ndarray, bits: int, axis: int) -> dict:
+def report_row(node: Node, name: str, w: np.ndarray, deq: np.ndarray, bits: int, axis: int) -> dict:
+    """One row of the ``debug_info_save_path`` report: float weight ``w`` against its dequantized ``deq``."""
     a, b = w.astype(np.float64).reshape(-1), deq.astype(np.float64).reshape(-1)
     denom = float(np.linalg.norm(a) * np.linalg.norm(b))
     cosine = float(a @ b / denom) if denom > 0 else 1.0
@@ -85,10 +87,11 @@ def _report(node: Node, name: str, w: np.ndarray, deq: np.ndarray, bits: int, ax
             "max_abs_error": float(np.abs(a - b).max()) if a.size else 0.0, "cosine": cosine}
 
 
-def write_report(rows: list[dict], directory: str, model_name: str) -> str:
-    """Writes the rows as ``<directory>/<model_name>_weight_quant.csv`` (atomically); returns the path."""
+def write_report(rows: list[dict], directory: str, model_name: str, kind: str = "weight_quant") -> str:
+    """Writes the rows as ``<directory>/<model_name>_<kind>.csv`` (atomically); returns the path.  ``kind``:
+    ``weight_quant`` here, ``dynamic_quant`` for passes/dynamic_quant.py."""
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{model_name}_weight_quant.csv")
+    path = os.path.join(directory, f"{model_name}_{kind}.csv")
     tmp = path + ".part"
     with open(tmp, "w", newline="") as f:
         out = csv.DictWriter(f, fieldnames=REPORT_FIELDS)

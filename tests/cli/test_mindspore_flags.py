@@ -211,7 +211,7 @@ HARDWARE = ["ascend_context", "acl_option_cfg_param", "micro_param", "registry",
             "custom_opp_path"]
 
 
-@pytest.mark.parametrize("section", QUANT[1:])
+@pytest.mark.parametrize("section", QUANT[1:-1])
 def test_quantization_sections_but_the_common_one_fail_not_supported_yet(tmp_path, section):
     cfg = tmp_path / "q.cfg"
     cfg.write_text(f"[common_quant_param]\nquant_type=WEIGHT_QUANT\n[{section}]\nbit_num=8\n")
@@ -219,11 +219,21 @@ def test_quantization_sections_but_the_common_one_fail_not_supported_yet(tmp_pat
     assert_failed(r, -600, f"[{section}] is not supported yet", out_dir=out)
 
 
+def test_dynamic_quant_section_only_with_dynamic_quant(tmp_path):
+    cfg = tmp_path / "q.cfg"
+    cfg.write_text("[common_quant_param]\nquant_type=WEIGHT_QUANT\n[dynamic_quant_param]\nquant_strategy=ALWC\n")
+    r, out = convert(tmp_path, f"--configFile={cfg}")
+    assert_failed(r, -600, "[dynamic_quant_param] applies to quant_type=DYNAMIC_QUANT only", out_dir=out)
+    cfg.write_text("[common_quant_param]\nquant_type=DYNAMIC_QUANT\n[dynamic_quant_param]\nquant_strategy=ALWC\n")
+    r, out = convert(tmp_path, f"--configFile={cfg}")
+    assert_ok(r, out / "m.ms")
+
+
 @pytest.mark.parametrize("body, words", [
     ("quant_type=INT8_QUANT\n", ["quant_type='INT8_QUANT'", "WEIGHT_QUANT, FULL_QUANT, DYNAMIC_QUANT"]),
     ("bit_num=8\n", ["quant_type is missing"]),
     ("quant_type=FULL_QUANT\n", ["quant_type=FULL_QUANT is not supported yet"]),
-    ("quant_type=DYNAMIC_QUANT\n", ["quant_type=DYNAMIC_QUANT is not supported yet"]),
+    ("quant_type=DYNAMIC_QUANT\nbit_num=7\n", ["bit_num=7: quant_type=DYNAMIC_QUANT supports 8 bits only"]),
     ("quant_type=WEIGHT_QUANT\nbit_num=17\n", ["bit_num=17: out of range [0, 16]"]),
     ("quant_type=WEIGHT_QUANT\nbit_num=eight\n", ["bit_num='eight': not an integer"]),
     ("quant_type=WEIGHT_QUANT\nbit_num=0\n", ["bit_num=0 (mixed-bit", "not supported yet"]),
