@@ -2,12 +2,14 @@
 
     python -m tools.bench_quant [--threads 2] [--quick]
 
-Four tables:
+Five tables:
 
 * **WEIGHT_QUANT** (``[common_quant_param] quant_type=WEIGHT_QUANT bit_num=8``) on the real-architecture exports of
   ``../shared/models`` (and YOLOv8n when ``make wild-models`` fetched it): the ``.ms`` size against the same model
   converted without quantization, the cosine between the two models' outputs on one seeded input, and both
   latencies (the loader dequantizes, so they should match).
+* **DYNAMIC_QUANT** (``quant_type=DYNAMIC_QUANT``) on the transformers of ``DYNAMIC_QUANT_MODELS``, the same
+  columns against their float conversion.
 * **Models quantized by onnxruntime** (``quantize_static``, QDQ, per-channel int8 weights, uint8 activations,
   8 seeded calibration inputs) for the CNN exports, in QOperator form (``QOPERATOR_MODELS``), and (``quantize_dynamic``, int8 weights, activations
   quantized per call) for the transformers and a CNN: ours against onnxruntime on the same quantized file, and
@@ -36,6 +38,8 @@ QOPERATOR_MODELS = ("conv_net", "vit_mini")
 DYNAMIC_MODELS = (("bert_tiny", None), ("gpt2_tiny", None), ("resnet_mini", ["Conv"]))
 CONFIG = "[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=8\nmin_quant_weight_size=0\n" \
          "min_quant_weight_channel=16\n"
+DYNAMIC_CONFIG = "[common_quant_param]\nquant_type=DYNAMIC_QUANT\nbit_num=8\n"
+DYNAMIC_QUANT_MODELS = ("bert_tiny", "gpt2_tiny", "vit_mini")
 
 
 def _cosine(a, b) -> float:
@@ -60,17 +64,28 @@ def _feeds(ms_path: str):
 
 
 def weight_quant(threads: int, budget: Budget, work: str) -> list[dict]:
+    return _against_float(CONFIG, _sources(), threads, budget, work, "weight")
+
+
+def dynamic_quant(threads: int, budget: Budget, work: str) -> list[dict]:
+    return _against_float(DYNAMIC_CONFIG, [s for s in _sources() if s[0] in DYNAMIC_QUANT_MODELS], threads, budget,
+                          work, "dynamic")
+
+
+def _against_float(config: str, sources: list, threads: int, budget: Budget, work: str, tag: str) -> list[dict]:
+    """Rows of ``sources`` converted with the quantization ``config`` against the same model converted in
+    float32: .ms sizes, the outputs' cosine on one seeded input, both latencies (alone in blocks)."""
     import converter_lite
-    cfg = os.path.join(work, "quant.cfg")
+    cfg = os.path.join(work, f"{tag}.cfg")
     with open(cfg, "w") as f:
-        f.write(CONFIG)
+        f.write(config)
     rows = []
-    for name, src, shapes in _sources():
+    for name, src, shapes in sources:
         row = {"model": name}
         try:
             fl = converter_lite.convert(src, os.path.join(work, f"{name}_f"), input_shape=shapes or None,
                                         graph_kernel_flags="--opt_level=2")
-            q = converter_lite.convert(src, os.path.join(work, f"{name}_q"), input_shape=shapes or None,
+            q = converter_lite.convert(src, os.path.join(work, f"{name}_{tag}"), input_shape=shapes or None,
                                        config_file=cfg, graph_kernel_flags="--opt_level=2")
             feeds = _feeds(fl)
             mf, mq = converter_lite.load(fl, num_threads=threads), converter_lite.load(q, num_threads=threads)
@@ -167,30 +182,37 @@ def dynamic(threads: int, budget: Budget, work: str) -> list[dict]:
 def measure(threads: int = 2, quick: bool = False) -> dict:
     budget = QUICK if quick else Budget(min_seconds=1.0, max_seconds=5.0, block=10)
     with tempfile.TemporaryDirectory(prefix="cl_bench_quant_") as work:
-        return {"weight": weight_quant(threads, budget, work), "qdq": qdq(threads, budget, work),
+        return {"weight": weight_quant(threads, budget, work), "dynamic_quant": dynamic_quant(threads, budget, work),
+                "qdq": qdq(threads, budget, work),
                 "qoperator": qoperator(threads, budget, work), "dynamic": dynamic(threads, budget, work)}
 
 
 def lines(result: dict) -> list[str]:
-    out = ["WEIGHT_QUANT bit_num=8 (per-channel int8 weights, dequantized at load) against the same model "
-           "converted in float; cosine of the outputs on one seeded input.", "",
-           "| model | float .ms MB | quantized .ms MB | / float | / ONNX | output cosine | float ms | quantized ms |",
-           "|---|---|---|---|---|---|---|---|"]
-    for r in result["weight"]:
-        if "error" in r:
-            out.append(f"| {r['model']} | {r['error']} | | | | | | |")
-            continue
-        out.append(f"| {r['model']} | {r['float_mb']:.2f} | {r['quant_mb']:.2f} | {r['quant_mb'] / r['float_mb']:.2f} | "
-                   f"{r['quant_mb'] / r['onnx_mb']:.2f} | {r['cosine']:.6f} | {r['float_ms']:.3f} | "
-                   f"{r['quant_ms']:.3f} |")
+    out = []
+    for key, title in (("weight", "WEIGHT_QUANT bit_num=8 (per-channel int8 weights, dequantized at load)"),
+                       ("dynamic_quant", "DYNAMIC_QUANT (int8 weights per output column, activations quantized per "
+                                         "call; MatMul/Gemm on the native int8 GEMM)")):
+        out += [f"{title} against the same model converted in float32; cosine of the outputs on one seeded input.",
+                "", "| model | float .ms MB | quantized .ms MB | / float | / ONNX | output cosine | float ms | "
+                "quantized ms | quantized / float |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in result.get(key, []):
+            if "error" in r:
+                out.append(f"| {r['model']} | {r['error']} | | | | | | | |")
+                continue
+            out.append(f"| {r['model']} | {r['float_mb']:.2f} | {r['quant_mb']:.2f} | "
+                       f"{r['quant_mb'] / r['float_mb']:.2f} | {r['quant_mb'] / r['onnx_mb']:.2f} | {r['cosine']:.6f} | "
+                       f"{r['float_ms']:.3f} | {r['quant_ms']:.3f} | {r['quant_ms'] / r['float_ms']:.2f} |")
+        out.append("")
     for key, title in (("qdq", "Models quantized by onnxruntime (quantize_static, QDQ, per-channel): ours computes "
                                 "the dequantized values in float32, onnxruntime runs its int8 kernels."),
                        ("qoperator", "Models quantized by onnxruntime in QOperator form (quantize_static: QLinearConv/"
                                      "QLinearMatMul and the com.microsoft QLinearAdd/Mul/Softmax/Concat/"
-                                     "GlobalAveragePool, QGemm): ours expands them into float ops."),
+                                     "GlobalAveragePool, QGemm): ours runs QLinearMatMul/QGemm on the native int8 "
+                                     "GEMM and expands the others into float ops."),
                        ("dynamic", "Models quantized by onnxruntime's quantize_dynamic (int8 weights; DynamicQuantizeLinear "
-                                   "+ MatMulInteger/ConvInteger): ours runs the integer products as exact-integer "
-                                   "float32 MatMul/Conv, onnxruntime its int8 kernels.")):
+                                   "+ MatMulInteger/ConvInteger): ours runs MatMulInteger -> Cast -> Mul -> Add as one "
+                                   "MatMulIntegerToFloat on the native int8 GEMM and ConvInteger as an exact-integer "
+                                   "float32 Conv, onnxruntime its int8 kernels.")):
         out += ["", title, "", "| model | ours ms | onnxruntime ms | ours / ORT | output cosine vs ORT |",
                 "|---|---|---|---|---|"]
         for r in result.get(key, []):
