@@ -1,0 +1,47 @@
+"""The int8 convolution driver's ABI (emit.py writes the code, bind.py the records and the packed weights).
+
+    void cl_qconv2d_v1(i64* desc, i64 nthreads)
+
+A ``QuantizedConv`` (ops/quantized_conv.py): the float32 input quantized to uint8 with its scale and zero point,
+convolved with int8 weights (one scale per output channel) in int32, the sums scaled back to float32 per output
+channel plus the bias -- ``Conv(DequantizeLinear(QuantizeLinear(x)), DequantizeLinear(w), B)``, the form a QDQ
+model gives its convolutions.  ``desc``: ``FIELDS`` i64 words (floats ``lo``/``hi`` as float64 bit patterns),
+then ``EXTRA`` words the entry point writes for its chunks (planes per chunk, rows per chunk).
+"""
+QCONV_SYMBOL = "cl_qconv2d_v1"
+SYMBOLS = (QCONV_SYMBOL,)
+FIELDS = ("n", "c", "h", "w", "m", "oh", "ow", "pt", "pl", "hp", "wp", "cq", "x", "xscale", "xzp", "xq", "wq",
+          "kq", "koff", "comp", "scale", "bias", "y", "residual", "clamp", "lo", "hi")
+EXTRA = 2
+QUAD = 4                            # input channels per int32 lane of the packed input (vpdpbusd's four bytes)
+OPS = ("QuantizedConv",)
+
+
+def select(node) -> tuple[str, ...]:
+    """QuantizedConv of a float32 NCHW input with constant scalar scale and uint8 zero point, constant int8
+    weights ``[M, C, kh, kw]`` with a scale per output channel, one group, stride 1 (dilation and padding free)."""
+    import numpy as np
+    ins = node.inputs
+    if len(ins) < 5 or any(v is None for v in ins[:5]):
+        return ()
+    x, xs, xz, w, ws = ins[:5]
+    b = ins[5] if len(ins) > 5 else None
+    if x.type is None or x.type.shape is None or len(x.type.shape) != 4 or str(x.type.dtype.np) != "float32":
+        return ()
+    if xs.const is None or xs.const.size != 1 or xs.const.dtype != np.float32:
+        return ()
+    if xz.const is None or xz.const.size != 1 or xz.const.dtype != np.uint8:
+        return ()
+    if w.const is None or w.const.dtype != np.int8 or w.const.ndim != 4 or min(w.const.shape) == 0:
+        return ()
+    if ws.const is None or ws.const.dtype != np.float32 or ws.const.size not in (1, w.const.shape[0]):
+        return ()
+    if b is not None and (b.const is None or b.const.dtype != np.float32 or b.const.size != w.const.shape[0]):
+        return ()
+    a = node.attrs
+    if int(a.get("group", 1)) != 1 or tuple(a.get("strides", (1, 1))) != (1, 1) or \
+            a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") or any(int(p) < 0 for p in a.get("pads", ())):
+        return ()
+    if x.type.shape[1] != w.const.shape[1]:
+        return ()
+    return SYMBOLS

@@ -1,0 +1,77 @@
+"""QuantizedConv on the native int8 convolution driver (emit.py): weights packed at load, a record per bind.
+
+``PackedQConv(w, w_scale, x_scale, x_zero_point, bias)``: the int8 weights ``[M, C, kh, kw]`` as ``wq
+[M][kq][4]`` (``kq = ceil(C/4) * kh * kw`` taps of four input channels, ``t = (c/4, ky, kx)``, zeros past C), the
+per-channel int32 ``comp = x_zero_point * sum(w[o])``, float32 ``scale = x_scale * w_scale[o]`` and the bias.
+
+``qconv_step(address, packed, x, y, geometry, nt, residual=None, clamp=None)`` -> the bound step: the record
+(abi.FIELDS) and the packed-input workspace ``xq`` (``n * cq * hp * wp * 4`` bytes and a slack the pixel vectors
+of a row's last segment may read past the end).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..native_call import aligned, call_driver, data_address, float_bits, record
+from .abi import EXTRA, FIELDS, QUAD
+
+SLACK = 256                   # bytes after xq: the last row's pixel vectors read up to 2 x 64 bytes past it
+
+
+class PackedQConv:
+    def __init__(self, w: np.ndarray, w_scale: np.ndarray, x_scale: float, x_zero_point: int,
+                 bias: np.ndarray | None):
+        m, c, kh, kw = w.shape
+        self.m, self.c, self.kh, self.kw = m, c, kh, kw
+        self.cq = -(-c // QUAD)
+        padded = np.zeros((m, self.cq * QUAD, kh, kw), np.int8)
+        padded[:, :c] = w
+        # [m][cq][4][kh][kw] -> [m][cq][kh][kw][4]
+        self.wq = aligned((m, self.cq * kh * kw * QUAD), np.int8)
+        self.wq[...] = padded.reshape(m, self.cq, QUAD, kh, kw).transpose(0, 1, 3, 4, 2).reshape(m, -1)
+        self.kq = self.cq * kh * kw
+        self.comp = np.ascontiguousarray(int(x_zero_point) * w.reshape(m, -1).sum(1, dtype=np.int64), np.int32)
+        self.scale = np.ascontiguousarray(np.float32(x_scale) * np.broadcast_to(np.asarray(w_scale, np.float32)
+                                                                               .reshape(-1), (m,)), np.float32)
+        self.bias = None if bias is None else np.ascontiguousarray(np.asarray(bias, np.float32).reshape(m))
+        self.xscale = np.array([x_scale], np.float32)
+        self.xzp = int(x_zero_point)
+
+
+@functools.lru_cache(maxsize=256)
+def quad_offsets(cq: int, kh: int, kw: int, plane: int, row: int, dh: int, dw: int) -> np.ndarray:
+    """``koff[kq]``: the byte offset in the packed input of every tap ``(c/4, ky, kx)``."""
+    q, ky, kx = np.meshgrid(np.arange(cq), np.arange(kh), np.arange(kw), indexing="ij")
+    koff = np.ascontiguousarray(((q * plane + ky * dh * row) + kx * dw) * QUAD, dtype=np.int64).reshape(-1)
+    koff.setflags(write=False)
+    return koff
+
+
+def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, pads: tuple[int, int, int, int],
+               dilations: tuple[int, int], nt: int, residual: np.ndarray | None = None,
+               clamp: tuple[float, float] | None = None):
+    """The bound step, or None when the buffers do not fit (not contiguous float32 NCHW)."""
+    n, c, h, w = x.shape
+    pt, pl, pb, pr = pads
+    hp, wp = h + pt + pb, w + pl + pr
+    oh, ow = hp - dilations[0] * (packed.kh - 1), wp - dilations[1] * (packed.kw - 1)
+    if c != packed.c or y.shape != (n, packed.m, oh, ow) or x.dtype != np.float32 or y.dtype != np.float32 or \
+            not x.flags.c_contiguous or not y.flags.c_contiguous or min(oh, ow) <= 0:
+        return None
+    if residual is not None and (residual.shape != y.shape or residual.dtype != np.float32 or
+                                 not residual.flags.c_contiguous):
+        return None
+    xq = aligned((n * packed.cq * hp * wp * QUAD + SLACK,), np.uint8)
+    koff = quad_offsets(packed.cq, packed.kh, packed.kw, hp * wp, wp, *dilations)
+    words = {"n": n, "c": c, "h": h, "w": w, "m": packed.m, "oh": oh, "ow": ow, "pt": pt, "pl": pl, "hp": hp,
+             "wp": wp, "cq": packed.cq, "x": data_address(x), "xscale": data_address(packed.xscale),
+             "xzp": packed.xzp, "xq": data_address(xq), "wq": data_address(packed.wq), "kq": packed.kq,
+             "koff": koff.ctypes.data, "comp": data_address(packed.comp), "scale": data_address(packed.scale),
+             "bias": 0 if packed.bias is None else data_address(packed.bias), "y": data_address(y),
+             "residual": 0 if residual is None else data_address(residual)}
+    if clamp is not None:
+        words.update(clamp=1, lo=float_bits(clamp[0]), hi=float_bits(clamp[1]))
+    desc = record(FIELDS, EXTRA, words)
+    return call_driver(address, desc, nt, (x, y, xq, koff, packed, residual))

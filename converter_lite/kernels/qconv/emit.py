@@ -1,0 +1,258 @@
+"""The int8 convolution driver (a support function; abi.py gives the record).
+
+    void cl_qconv2d_v1(i64* desc, i64 nthreads)
+
+Two phases, each across the thread pool:
+
+1. **Quantize and pack** (chunks of input planes): the float32 input ``x [n][c][h][w]`` becomes ``xq
+   [n][c/4][hp][wp][4]`` uint8 -- four consecutive input channels per int32 word, the borders (and the channels
+   past ``c``) holding the zero point, which is what a zero of the float input quantizes to.  Each value is
+   ``saturate(round_half_even(x / scale) + zero_point)`` (NaN -> 0), QuantizeLinear's arithmetic; 16 pixels of
+   four channel rows become one 64-byte store.
+2. **Convolve** (chunks of output rows): per output row, segments of up to 32 pixels and blocks of up to ``MR``
+   output channels; a microkernel keeps the ``mr x 32`` int32 sums in registers over every tap ``t = (c/4, ky,
+   kx)``: it loads the two 64-byte pixel vectors at ``koff[t]`` (the padded input makes every tap an offset,
+   dilation included) and, per output channel, broadcasts the channel's four weights of the tap -- one
+   ``vpdpbusd`` (AVX-512 VNNI, u8 pixels x s8 weights) per channel and vector; without VNNI the same sums from
+   the bytes unpacked with shifts (kernels/qgemm/emit.py ``_dot4``).  The epilogue: ``float(sum - comp[o]) *
+   scale[o] + bias[o]`` (``comp`` = zero point x the channel's weight sum, so the zero point is taken off once
+   per channel; ``scale`` = input scale x the channel's weight scale), plus the residual (``residual`` != 0),
+   clamped (``clamp`` = 1: to [lo, hi]), stored NCHW (masked at the row's end).
+
+Stride 1 only (the pixel vectors are contiguous runs of the padded rows).
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ...codegen.internal import constant_table, driver_entry, internal_function
+from ...codegen.loops import for_range, loop_id
+from ...codegen.threadpool import BODY_TYPE, declare_pool
+from ...codegen.types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I32, I64, VOID
+from ...codegen.vector import (
+    I64P,
+    MASK,
+    VEC,
+    VECP,
+    VL,
+    c64,
+    cdiv,
+    smin,
+    splat,
+    splat_i32,
+)
+from ..qgemm.emit import VNNI_FEATURES, _dot4, _masked_store
+from .abi import EXTRA, FIELDS, QCONV_SYMBOL, QUAD
+
+MR = 12                           # output channels per block (2 * MR sums + 2 pixel vectors + 1 broadcast)
+NPIX = 2 * VL                     # pixels per segment (two vectors)
+IVEC = ir.VectorType(I32, VL)
+IVECP = IVEC.as_pointer()
+I8 = ir.IntType(8)
+I32P = I32.as_pointer()
+FPT = F32.as_pointer()
+_F = {name: i for i, name in enumerate(FIELDS)}
+MK_TYPE = ir.FunctionType(VOID, [BYTE_PTR, I64P, I64, BYTE_PTR, I64, FPT, I64, I64, I32P, FPT, FPT, FPT, I64,
+                                 F32, F32])
+# microkernel(xbase, koff, kq, wq, wstride, y, ystride, npix, comp, scale, bias, res, flags, lo, hi)
+FLAG_BIAS, FLAG_RES, FLAG_CLAMP = 1, 2, 4
+
+
+def _mload(module: ir.Module):
+    name = "llvm.masked.load.v16f32.p0v16f32"
+    return module.globals.get(name) or ir.Function(module, ir.FunctionType(VEC, [VECP, I32, MASK, VEC]), name)
+
+
+def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool) -> ir.Function:
+    """``cl_qconv.mk<mr>x<nv>``: ``mr`` output channels x ``16 * nv`` pixels of one output row."""
+    fn = internal_function(module, f"cl_qconv.mk{mr}x{nv}", MK_TYPE, noalias=(0, 3, 5))
+    if not fn.is_declaration:
+        return fn
+    dot4 = _dot4(module, vnni)
+    xb, koff, kq, wq, wstride, y, ystride, npix, comp, scale, bias, res, flags, lo, hi = fn.args
+    entry = fn.append_basic_block("entry")
+    head, body, done = (fn.append_basic_block(n) for n in ("t.head", "t.body", "t.done"))
+    b = ir.IRBuilder(entry)
+    wrows = [b.bitcast(b.gep(wq, [b.mul(c64(i), wstride)]), I32P) for i in range(mr)]
+    b.branch(head)
+    b.position_at_end(head)
+    t = b.phi(I64, "t")
+    t.add_incoming(c64(0), entry)
+    acc = {}
+    for i in range(mr):
+        for v in range(nv):
+            acc[i, v] = b.phi(IVEC, f"acc{i}_{v}")
+            acc[i, v].add_incoming(ir.Constant(IVEC, None), entry)
+    b.cbranch(b.icmp_signed("<", t, kq), body, done)
+    b.position_at_end(body)
+    at = b.gep(xb, [b.load(b.gep(koff, [t]))])
+    pv = [b.load(b.bitcast(b.gep(at, [c64(v * VL * 4)]), IVECP), align=4) for v in range(nv)]
+    for i in range(mr):
+        wv = splat_i32(b, b.load(b.gep(wrows[i], [t]), align=4))
+        for v in range(nv):
+            acc[i, v].add_incoming(dot4(b, acc[i, v], pv[v], wv), body)
+    t.add_incoming(b.add(t, c64(1), flags=("nsw", "nuw")), body)
+    b.branch(head).set_metadata("llvm.loop", loop_id(module, {"llvm.loop.unroll.disable": None}))
+    b.position_at_end(done)
+    mload, fstore = _mload(module), _masked_store(module, VEC)
+    iota = ir.Constant(IVEC, list(range(VL)))
+    masks = [b.icmp_signed("<", iota, splat_i32(b, b.sub(npix, c64(v * VL)))) for v in range(nv)]
+    on = lambda bit: b.icmp_unsigned("!=", b.and_(flags, c64(bit)), c64(0))
+    has_bias, has_res, has_clamp = on(FLAG_BIAS), on(FLAG_RES), on(FLAG_CLAMP)
+    lov, hiv = splat(b, lo), splat(b, hi)
+    zero = ir.Constant(VEC, None)
+    bias_at = b.select(has_bias, bias, scale)                       # (a readable address either way)
+    res_at = b.select(has_res, res, y)
+    for i in range(mr):
+        ci = splat_i32(b, b.load(b.gep(comp, [c64(i)])))
+        si = splat(b, b.load(b.gep(scale, [c64(i)])))
+        bi = b.select(has_bias, splat(b, b.load(b.gep(bias_at, [c64(i)]))), zero)
+        for v in range(nv):
+            out = b.fadd(b.fmul(b.sitofp(b.sub(acc[i, v], ci), VEC), si), bi)
+            off = b.add(b.mul(c64(i), ystride), c64(v * VL))
+            rv = b.call(mload, [b.bitcast(b.gep(res_at, [off]), VECP), ir.Constant(I32, 4),
+                                b.and_(masks[v], b.select(has_res, ir.Constant(MASK, [1] * VL),
+                                                          ir.Constant(MASK, [0] * VL))), zero])
+            out = b.select(has_res, b.fadd(out, rv), out)
+            clamped = b.select(b.fcmp_ordered("<", out, lov), lov, out)
+            clamped = b.select(b.fcmp_ordered(">", clamped, hiv), hiv, clamped)
+            out = b.select(has_clamp, clamped, out)
+            b.call(fstore, [out, b.bitcast(b.gep(y, [off]), VECP), ir.Constant(I32, 4), masks[v]])
+    b.ret_void()
+    return fn
+
+
+def _fields(b: ir.IRBuilder, desc: ir.Value) -> tuple[ir.Value, dict]:
+    d = b.bitcast(desc, I64P)
+    return d, {name: b.load(b.gep(d, [c64(i)]), name=name) for name, i in _F.items()}
+
+
+def _pack_body(module: ir.Module) -> ir.Function:
+    """The pool body of phase 1: planes ``[chunk * per, ...)`` of ``n * cq`` (image, channel quad)."""
+    fn = ir.Function(module, BODY_TYPE, f"{QCONV_SYMBOL}.pack")
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    d, f = _fields(b, fn.args[0])
+    per = b.load(b.gep(d, [c64(len(FIELDS))]))
+    planes = b.mul(f["n"], f["cq"])
+    p0 = b.mul(fn.args[1], per)
+    p1 = smin(b, planes, b.add(p0, per))
+    x = b.inttoptr(f["x"], FPT)
+    xq = b.inttoptr(f["xq"], I32P)
+    sx = splat(b, b.load(b.inttoptr(f["xscale"], FPT)))
+    zp = f["xzp"]
+    zf = splat(b, b.sitofp(zp, F32))
+    word = b.trunc(b.mul(zp, c64(0x01010101)), I32)
+    zword = splat_i32(b, b.zext(word, I64))
+    c, h, w, hp, wp = f["c"], f["h"], f["w"], f["hp"], f["wp"]
+    plane_words = b.mul(hp, wp)
+    rint = module.globals.get("llvm.rint.v16f32") or ir.Function(
+        module, ir.FunctionType(VEC, [VEC]), "llvm.rint.v16f32")
+    mload, istore = _mload(module), _masked_store(module, IVEC)
+    iota = ir.Constant(IVEC, list(range(VL)))
+    zero = ir.Constant(VEC, None)
+    top = ir.Constant(VEC, [255.0] * VL)
+    with for_range(b, p0, p1, "p") as p:
+        img, q = b.sdiv(p, f["cq"]), b.srem(p, f["cq"])
+        dst = b.gep(xq, [b.mul(p, plane_words)])
+        with for_range(b, 0, cdiv(b, plane_words, c64(VL)), "fill") as k:        # borders: the zero point
+            mask = b.icmp_signed("<", iota, splat_i32(b, b.sub(plane_words, b.mul(k, c64(VL)))))
+            b.call(istore, [zword, b.bitcast(b.gep(dst, [b.mul(k, c64(VL))]), IVECP), ir.Constant(I32, 4), mask])
+        with for_range(b, 0, h, "iy") as iy, for_range(b, 0, cdiv(b, w, c64(VL)), "ix") as ixb:
+            ix = b.mul(ixb, c64(VL))
+            mask = b.icmp_signed("<", iota, splat_i32(b, b.sub(w, ix)))
+            packed = ir.Constant(IVEC, None)
+            for r in range(QUAD):
+                ch = b.add(b.mul(q, c64(QUAD)), c64(r))
+                real = b.icmp_signed("<", ch, c)
+                src = b.gep(x, [b.add(b.mul(b.add(b.mul(img, c), b.select(real, ch, c64(0))), b.mul(h, w)),
+                                      b.add(b.mul(iy, w), ix))])
+                lanes = b.and_(mask, b.select(real, ir.Constant(MASK, [1] * VL), ir.Constant(MASK, [0] * VL)))
+                xv = b.call(mload, [b.bitcast(src, VECP), ir.Constant(I32, 4), lanes, zero])
+                tq = b.fadd(b.call(rint, [b.fdiv(xv, sx)]), zf)
+                tq = b.select(b.fcmp_unordered("uno", tq, tq), zero, tq)                 # NaN -> 0
+                tq = b.select(b.fcmp_ordered("<", tq, zero), zero, tq)
+                tq = b.select(b.fcmp_ordered(">", tq, top), top, tq)
+                qv = b.select(real, b.fptosi(tq, IVEC), splat_i32(b, zp))
+                packed = b.or_(packed, b.shl(qv, ir.Constant(IVEC, [8 * r] * VL)))
+            at = b.add(b.mul(b.add(iy, f["pt"]), wp), b.add(ix, f["pl"]))
+            b.call(istore, [packed, b.bitcast(b.gep(dst, [at]), IVECP), ir.Constant(I32, 4), mask])
+    b.ret_void()
+    return fn
+
+
+def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
+    """The pool body of phase 2: output rows ``[chunk * per, ...)`` of ``n * oh``."""
+    entries = [microkernel(module, mr, nv, vnni) for nv in (1, 2) for mr in range(1, MR + 1)]
+    table = constant_table(module, "cl_qconv.table", MK_TYPE.as_pointer(), entries)
+    fn = ir.Function(module, BODY_TYPE, f"{QCONV_SYMBOL}.rows")
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    d, f = _fields(b, fn.args[0])
+    per = b.load(b.gep(d, [c64(len(FIELDS) + 1)]))
+    rows = b.mul(f["n"], f["oh"])
+    r0 = b.mul(fn.args[1], per)
+    r1 = smin(b, rows, b.add(r0, per))
+    m, oh, ow, hp, wp, kq = f["m"], f["oh"], f["ow"], f["hp"], f["wp"], f["kq"]
+    xq = b.inttoptr(f["xq"], BYTE_PTR)
+    wq = b.inttoptr(f["wq"], BYTE_PTR)
+    koff = b.inttoptr(f["koff"], I64P)
+    comp, scale = b.inttoptr(f["comp"], I32P), b.inttoptr(f["scale"], FPT)
+    y = b.inttoptr(f["y"], FPT)
+    has_bias = b.icmp_unsigned("!=", f["bias"], c64(0))
+    has_res = b.icmp_unsigned("!=", f["residual"], c64(0))
+    bias = b.inttoptr(b.select(has_bias, f["bias"], f["scale"]), FPT)
+    res = b.inttoptr(b.select(has_res, f["residual"], f["y"]), FPT)
+    flags = b.or_(b.or_(b.select(has_bias, c64(FLAG_BIAS), c64(0)), b.select(has_res, c64(FLAG_RES), c64(0))),
+                  b.select(b.icmp_signed("==", f["clamp"], c64(1)), c64(FLAG_CLAMP), c64(0)))
+    lo = b.fptrunc(b.bitcast(f["lo"], F64), F32)
+    hi = b.fptrunc(b.bitcast(f["hi"], F64), F32)
+    wstride = b.mul(kq, c64(QUAD))
+    ystride = b.mul(oh, ow)
+    image_bytes = b.mul(b.mul(f["cq"], b.mul(hp, wp)), c64(QUAD))
+    nblk = cdiv(b, m, c64(MR))
+    base_ch, extra = b.sdiv(m, nblk), b.srem(m, nblk)
+    tptr = b.bitcast(table, MK_TYPE.as_pointer().as_pointer())
+    with for_range(b, r0, r1, "r") as r:
+        img, oy = b.sdiv(r, oh), b.srem(r, oh)
+        xrow = b.gep(xq, [b.add(b.mul(img, image_bytes), b.mul(b.mul(oy, wp), c64(QUAD)))])
+        yrow = b.add(b.mul(img, b.mul(m, ystride)), b.mul(oy, ow))
+        with for_range(b, 0, cdiv(b, ow, c64(NPIX)), "seg") as seg:
+            ox = b.mul(seg, c64(NPIX))
+            npix = smin(b, c64(NPIX), b.sub(ow, ox))
+            nv = b.select(b.icmp_signed(">", npix, c64(VL)), c64(2), c64(1))
+            row0 = b.mul(b.sub(nv, c64(1)), c64(MR))
+            xb = b.gep(xrow, [b.mul(ox, c64(QUAD))])
+            with for_range(b, 0, nblk, "blk") as blk:
+                o0 = b.add(b.mul(blk, base_ch), smin(b, blk, extra))
+                mr = b.add(base_ch, b.select(b.icmp_signed("<", blk, extra), c64(1), c64(0)))
+                mk = b.load(b.gep(tptr, [b.add(row0, b.sub(mr, c64(1)))]))
+                at = b.add(b.add(yrow, b.mul(o0, ystride)), ox)
+                b.call(mk, [xb, koff, kq, b.gep(wq, [b.mul(o0, wstride)]), wstride, b.gep(y, [at]), ystride,
+                            npix, b.gep(comp, [o0]), b.gep(scale, [o0]), b.gep(bias, [o0]), b.gep(res, [at]),
+                            flags, lo, hi])
+    b.ret_void()
+    return fn
+
+
+def emit_qconv(module: ir.Module, features: frozenset[str] = frozenset()) -> ir.Function:
+    """Defines ``QCONV_SYMBOL`` in ``module`` (``vpdpbusd`` when ``features`` have AVX-512 VNNI)."""
+    pack, conv = _pack_body(module), _conv_body(module, VNNI_FEATURES <= features)
+    pool = declare_pool(module)
+    fn, b, desc, nt = driver_entry(module, QCONV_SYMBOL)
+    d, f = _fields(b, desc)
+    planes = b.mul(f["n"], f["cq"])
+    per = cdiv(b, planes, nt)
+    b.store(per, b.gep(d, [c64(len(FIELDS))]))
+    rows = b.mul(f["n"], f["oh"])
+    per_rows = cdiv(b, rows, nt)
+    b.store(per_rows, b.gep(d, [c64(len(FIELDS) + 1)]))
+    with b.if_then(b.and_(b.icmp_signed(">", planes, c64(0)), b.icmp_signed(">", rows, c64(0)))):
+        b.call(pool, [pack, b.bitcast(desc, BYTE_PTR_PTR), cdiv(b, planes, per), nt])
+        b.call(pool, [conv, b.bitcast(desc, BYTE_PTR_PTR), cdiv(b, rows, per_rows), nt])
+    b.ret_void()
+    return fn
+
+
+EMITTERS = {QCONV_SYMBOL: emit_qconv}
+assert EXTRA == 2

@@ -1,0 +1,102 @@
+"""kernels/qconv: the int8 convolution driver (input quantized and packed per call, u8 x s8 sums, float
+epilogue) against an integer numpy convolution (bit for bit) and the float convolution of the dequantized values."""
+import numpy as np
+import pytest
+from helpers import all_drivers_library
+
+from converter_lite.kernels.qconv.abi import QCONV_SYMBOL
+from converter_lite.kernels.qconv.bind import PackedQConv, qconv_step
+
+
+@pytest.fixture(scope="module", params=["linked", "avx2"])
+def lib(request):
+    """The driver as linked for this host (VNNI here) and built for an AVX2 target (the generic byte products)."""
+    if request.param == "avx2":
+        from converter_lite.codegen import build_kernels
+        from converter_lite.kernels.registry import emitters
+        from converter_lite.runtime.native import NativeLibrary
+        bundle = build_kernels([], target={"cpu_type": "x86-64-v3"}, cache_dir="", drivers=emitters([QCONV_SYMBOL]))
+        lib = NativeLibrary.from_sections(bundle.sections, trust_native_code=True)
+    else:
+        lib = all_drivers_library()
+    assert lib.support(QCONV_SYMBOL)
+    yield lib
+    del lib
+
+
+def _quantize(x, s, z):
+    t = np.rint(x / np.float32(s)) + np.float32(z)
+    t = np.where(np.isnan(t), 0, t)
+    return np.clip(t, 0, 255).astype(np.int64)
+
+
+def _int_conv(xq, zx, w, pads, dil):
+    """sum over (c, ky, kx) of (xq - zx) * w, the input padded with zx (= a float zero)."""
+    n, c, h, wd = xq.shape
+    m, _, kh, kw = w.shape
+    pt, pl, pb, pr = pads
+    xp = np.full((n, c, h + pt + pb, wd + pl + pr), zx, np.int64)
+    xp[:, :, pt:pt + h, pl:pl + wd] = xq
+    oh, ow = xp.shape[2] - dil[0] * (kh - 1), xp.shape[3] - dil[1] * (kw - 1)
+    acc = np.zeros((n, m, oh, ow), np.int64)
+    for ky in range(kh):
+        for kx in range(kw):
+            patch = xp[:, :, ky * dil[0]:ky * dil[0] + oh, kx * dil[1]:kx * dil[1] + ow] - zx
+            acc += np.einsum("nchw,mc->nmhw", patch, w[:, :, ky, kx].astype(np.int64))
+    return acc
+
+
+CASES = [  # (n, c, h, w, m, kh, kw, pads, dilations)
+    (1, 16, 32, 32, 16, 3, 3, (1, 1, 1, 1), (1, 1)),
+    (1, 3, 17, 23, 8, 3, 3, (1, 1, 1, 1), (1, 1)),          # C not a multiple of 4, odd sizes
+    (2, 5, 9, 40, 30, 1, 1, (0, 0, 0, 0), (1, 1)),          # 1x1, two images, more than 2 x 12 channels
+    (1, 8, 12, 12, 13, 3, 3, (2, 2, 2, 2), (2, 2)),          # dilation
+    (1, 4, 6, 50, 4, 5, 3, (2, 0, 1, 1), (1, 1)),           # asymmetric pads, wide rows (two segments)
+    (1, 12, 7, 7, 25, 7, 7, (3, 3, 3, 3), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("nt", [1, 3])
+def test_matches_the_integer_convolution(lib, case, nt):
+    n, c, h, wd, m, kh, kw, pads, dil = case
+    rng = np.random.default_rng(c * 100 + m)
+    x = (rng.standard_normal((n, c, h, wd)) * 2).astype(np.float32)
+    x.flat[0] = np.nan
+    w = rng.integers(-127, 128, (m, c, kh, kw)).astype(np.int8)
+    sx, zx = np.float32(0.03), 117
+    ws = rng.uniform(0.001, 0.01, m).astype(np.float32)
+    bias = rng.standard_normal(m).astype(np.float32)
+    packed = PackedQConv(w, ws, sx, zx, bias)
+    acc = _int_conv(_quantize(x, sx, zx), zx, w, pads, dil)
+    y = np.full(acc.shape, np.nan, np.float32)
+    step = qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, pads, dil, nt)
+    step()
+    want = acc.astype(np.float32) * (sx * ws)[None, :, None, None] + bias[None, :, None, None]
+    np.testing.assert_array_equal(y, want)
+    # the float convolution of the dequantized values, sum((q - zx) * sx * w * ws), in float64
+    np.testing.assert_allclose(y, acc * (np.float64(sx) * ws[None, :, None, None]) + bias[None, :, None, None],
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_residual_and_clamp(lib):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 8, 10, 10)).astype(np.float32)
+    w = rng.integers(-127, 128, (8, 8, 3, 3)).astype(np.int8)
+    ws = np.full(8, 0.01, np.float32)
+    packed = PackedQConv(w, ws, np.float32(0.05), 128, None)
+    res = rng.standard_normal((1, 8, 10, 10)).astype(np.float32)
+    y = np.zeros_like(res)
+    qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, (1, 1, 1, 1), (1, 1), 2, residual=res, clamp=(0.0, 6.0))()
+    acc = _int_conv(_quantize(x, 0.05, 128), 128, w, (1, 1, 1, 1), (1, 1))
+    want = np.clip(acc.astype(np.float32) * np.float32(0.05 * np.float32(0.01)) + res, 0, 6)
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+
+
+def test_declines_what_it_cannot_read(lib):
+    packed = PackedQConv(np.ones((4, 4, 3, 3), np.int8), np.ones(4, np.float32), np.float32(1), 0, None)
+    x = np.zeros((1, 4, 8, 8), np.float32)
+    assert qconv_step(lib.support(QCONV_SYMBOL), packed, x, np.zeros((1, 4, 7, 7), np.float32), (1, 1, 1, 1),
+                      (1, 1), 1) is None                                   # wrong output shape
+    assert qconv_step(lib.support(QCONV_SYMBOL), packed, x[:, :, :, ::2], np.zeros((1, 4, 8, 4), np.float32),
+                      (1, 1, 1, 1), (1, 1), 1) is None                     # not contiguous
