@@ -7,7 +7,7 @@ from .registry import OPS, OpDef, OpKind, KernelError, evaluate, evaluate_node, 
 from . import elementwise, reduce, nn, tensor, losses, graph_kernel  # noqa: F401  (registration side effects)
 from . import nn_conv, nn_pool, nn_norm, nn_resize, nn_space  # noqa: F401  (more NN ops)
 from . import tensor_index, tensor_create, tensor_pad  # noqa: F401  (more tensor ops)
-from . import quantize, qlinear, qlinear_ms, random_ops, signal_ops, rnn, detection, rotary  # noqa: F401
+from . import quantize, quantized_conv, qlinear, qlinear_ms, random_ops, signal_ops, rnn, detection, rotary  # noqa: F401
 from . import attention, cumprod, bitcast, unique, swiglu, max_unpool, deform_conv, strings, tfidf  # noqa: F401
 from . import fused_ops  # noqa: E402,F401  (ops created by the named pattern fusions)
 from . import control_flow, sequence  # noqa: E402,F401  (If/Loop/Scan/SequenceMap, sequences and optionals)

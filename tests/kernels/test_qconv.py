@@ -30,36 +30,44 @@ def _quantize(x, s, z):
     return np.clip(t, 0, 255).astype(np.int64)
 
 
-def _int_conv(xq, zx, w, pads, dil):
+def _int_conv(xq, zx, w, pads, dil, strides=(1, 1)):
     """sum over (c, ky, kx) of (xq - zx) * w, the input padded with zx (= a float zero)."""
     n, c, h, wd = xq.shape
     m, _, kh, kw = w.shape
     pt, pl, pb, pr = pads
+    sh, sw = strides
     xp = np.full((n, c, h + pt + pb, wd + pl + pr), zx, np.int64)
     xp[:, :, pt:pt + h, pl:pl + wd] = xq
-    oh, ow = xp.shape[2] - dil[0] * (kh - 1), xp.shape[3] - dil[1] * (kw - 1)
+    oh = (xp.shape[2] - dil[0] * (kh - 1) - 1) // sh + 1
+    ow = (xp.shape[3] - dil[1] * (kw - 1) - 1) // sw + 1
     acc = np.zeros((n, m, oh, ow), np.int64)
     for ky in range(kh):
         for kx in range(kw):
-            patch = xp[:, :, ky * dil[0]:ky * dil[0] + oh, kx * dil[1]:kx * dil[1] + ow] - zx
+            patch = xp[:, :, ky * dil[0]:ky * dil[0] + sh * (oh - 1) + 1:sh,
+                       kx * dil[1]:kx * dil[1] + sw * (ow - 1) + 1:sw] - zx
             acc += np.einsum("nchw,mc->nmhw", patch, w[:, :, ky, kx].astype(np.int64))
     return acc
 
 
-CASES = [  # (n, c, h, w, m, kh, kw, pads, dilations)
-    (1, 16, 32, 32, 16, 3, 3, (1, 1, 1, 1), (1, 1)),
-    (1, 3, 17, 23, 8, 3, 3, (1, 1, 1, 1), (1, 1)),          # C not a multiple of 4, odd sizes
-    (2, 5, 9, 40, 30, 1, 1, (0, 0, 0, 0), (1, 1)),          # 1x1, two images, more than 2 x 12 channels
-    (1, 8, 12, 12, 13, 3, 3, (2, 2, 2, 2), (2, 2)),          # dilation
-    (1, 4, 6, 50, 4, 5, 3, (2, 0, 1, 1), (1, 1)),           # asymmetric pads, wide rows (two segments)
-    (1, 12, 7, 7, 25, 7, 7, (3, 3, 3, 3), (1, 1)),
+CASES = [  # (n, c, h, w, m, kh, kw, pads, dilations, strides)
+    (1, 16, 32, 32, 16, 3, 3, (1, 1, 1, 1), (1, 1), (1, 1)),
+    (1, 3, 17, 23, 8, 3, 3, (1, 1, 1, 1), (1, 1), (1, 1)),          # C not a multiple of 4, odd sizes
+    (2, 5, 9, 40, 30, 1, 1, (0, 0, 0, 0), (1, 1), (1, 1)),          # 1x1, two images, > 2 x 12 channels
+    (1, 8, 12, 12, 13, 3, 3, (2, 2, 2, 2), (2, 2), (1, 1)),          # dilation
+    (1, 4, 6, 50, 4, 5, 3, (2, 0, 1, 1), (1, 1), (1, 1)),           # asymmetric pads, two row segments
+    (1, 12, 7, 7, 25, 7, 7, (3, 3, 3, 3), (1, 1), (1, 1)),
+    (1, 3, 33, 35, 16, 7, 7, (3, 3, 3, 3), (1, 1), (2, 2)),         # a stem: stride 2, odd sizes
+    (2, 16, 16, 70, 20, 3, 3, (1, 1, 1, 1), (1, 1), (2, 2)),        # stride 2, rows of several segments
+    (1, 8, 9, 11, 8, 1, 1, (0, 0, 0, 0), (1, 1), (2, 2)),           # a 1x1 stride-2 shortcut
+    (1, 8, 10, 13, 9, 3, 3, (0, 1, 2, 0), (2, 1), (1, 2)),          # column stride only, odd left pad
+    (1, 8, 10, 13, 9, 3, 2, (1, 0, 0, 1), (1, 2), (3, 1)),          # row stride only
 ]
 
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("nt", [1, 3])
 def test_matches_the_integer_convolution(lib, case, nt):
-    n, c, h, wd, m, kh, kw, pads, dil = case
+    n, c, h, wd, m, kh, kw, pads, dil, strides = case
     rng = np.random.default_rng(c * 100 + m)
     x = (rng.standard_normal((n, c, h, wd)) * 2).astype(np.float32)
     x.flat[0] = np.nan
@@ -68,9 +76,9 @@ def test_matches_the_integer_convolution(lib, case, nt):
     ws = rng.uniform(0.001, 0.01, m).astype(np.float32)
     bias = rng.standard_normal(m).astype(np.float32)
     packed = PackedQConv(w, ws, sx, zx, bias)
-    acc = _int_conv(_quantize(x, sx, zx), zx, w, pads, dil)
+    acc = _int_conv(_quantize(x, sx, zx), zx, w, pads, dil, strides)
     y = np.full(acc.shape, np.nan, np.float32)
-    step = qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, pads, dil, nt)
+    step = qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, pads, dil, nt, strides=strides)
     step()
     want = acc.astype(np.float32) * (sx * ws)[None, :, None, None] + bias[None, :, None, None]
     np.testing.assert_array_equal(y, want)

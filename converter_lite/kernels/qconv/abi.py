@@ -11,7 +11,8 @@ then ``EXTRA`` words the entry point writes for its chunks (planes per chunk, ro
 QCONV_SYMBOL = "cl_qconv2d_v1"
 SYMBOLS = (QCONV_SYMBOL,)
 FIELDS = ("n", "c", "h", "w", "m", "oh", "ow", "pt", "pl", "hp", "wp", "cq", "x", "xscale", "xzp", "xq", "wq",
-          "kq", "koff", "comp", "scale", "bias", "y", "residual", "clamp", "lo", "hi")
+          "kq", "koff", "comp", "scale", "bias", "y", "residual", "clamp", "lo", "hi", "sh", "sw", "wps")
+STRIDES = (1, 2)                    # column strides: the packed rows are split into this many column phases
 EXTRA = 2
 QUAD = 4                            # input channels per int32 lane of the packed input (vpdpbusd's four bytes)
 OPS = ("QuantizedConv",)
@@ -19,7 +20,8 @@ OPS = ("QuantizedConv",)
 
 def select(node) -> tuple[str, ...]:
     """QuantizedConv of a float32 NCHW input with constant scalar scale and uint8 zero point, constant int8
-    weights ``[M, C, kh, kw]`` with a scale per output channel, one group, stride 1 (dilation and padding free)."""
+    weights ``[M, C, kh, kw]`` with a scale per output channel, one group, column stride 1 or 2 (any row stride,
+    dilation and padding)."""
     import numpy as np
     ins = node.inputs
     if len(ins) < 5 or any(v is None for v in ins[:5]):
@@ -39,7 +41,8 @@ def select(node) -> tuple[str, ...]:
     if b is not None and (b.const is None or b.const.dtype != np.float32 or b.const.size != w.const.shape[0]):
         return ()
     a = node.attrs
-    if int(a.get("group", 1)) != 1 or tuple(a.get("strides", (1, 1))) != (1, 1) or \
+    strides = tuple(int(v) for v in a.get("strides", (1, 1)))
+    if int(a.get("group", 1)) != 1 or len(strides) != 2 or strides[1] not in STRIDES or strides[0] < 1 or \
             a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") or any(int(p) < 0 for p in a.get("pads", ())):
         return ()
     if x.type.shape[1] != w.const.shape[1]:

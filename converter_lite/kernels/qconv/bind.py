@@ -15,7 +15,7 @@ import functools
 import numpy as np
 
 from ..native_call import aligned, call_driver, data_address, float_bits, record
-from .abi import EXTRA, FIELDS, QUAD
+from .abi import EXTRA, FIELDS, QUAD, STRIDES
 
 SLACK = 256                   # bytes after xq: the last row's pixel vectors read up to 2 x 64 bytes past it
 
@@ -41,22 +41,32 @@ class PackedQConv:
 
 
 @functools.lru_cache(maxsize=256)
-def quad_offsets(cq: int, kh: int, kw: int, plane: int, row: int, dh: int, dw: int) -> np.ndarray:
-    """``koff[kq]``: the byte offset in the packed input of every tap ``(c/4, ky, kx)``."""
+def quad_offsets(cq: int, kh: int, kw: int, plane: int, row: int, dh: int, dw: int, sw: int, wps: int) -> np.ndarray:
+    """``koff[kq]``: the byte offset in the packed input (rows of ``sw`` column phases of ``wps`` words) of every
+    tap ``(c/4, ky, kx)``."""
     q, ky, kx = np.meshgrid(np.arange(cq), np.arange(kh), np.arange(kw), indexing="ij")
-    koff = np.ascontiguousarray(((q * plane + ky * dh * row) + kx * dw) * QUAD, dtype=np.int64).reshape(-1)
+    col = kx * dw
+    koff = (q * plane + ky * dh * row + (col % sw) * wps + col // sw) * QUAD
+    koff = np.ascontiguousarray(koff.reshape(-1), dtype=np.int64)
     koff.setflags(write=False)
     return koff
 
 
 def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, pads: tuple[int, int, int, int],
                dilations: tuple[int, int], nt: int, residual: np.ndarray | None = None,
-               clamp: tuple[float, float] | None = None):
-    """The bound step, or None when the buffers do not fit (not contiguous float32 NCHW)."""
+               clamp: tuple[float, float] | None = None, strides: tuple[int, int] = (1, 1)):
+    """The bound step, or None when the buffers do not fit (not contiguous float32 NCHW, a column stride
+    other than 1 or 2)."""
     n, c, h, w = x.shape
     pt, pl, pb, pr = pads
-    hp, wp = h + pt + pb, w + pl + pr
-    oh, ow = hp - dilations[0] * (packed.kh - 1), wp - dilations[1] * (packed.kw - 1)
+    sh, sw = strides
+    if sw not in STRIDES or sh < 1:
+        return None
+    hp, wpad = h + pt + pb, w + pl + pr
+    wps = -(-wpad // sw)
+    wp = sw * wps                                           # words per packed row (its column phases)
+    oh = (hp - dilations[0] * (packed.kh - 1) - 1) // sh + 1
+    ow = (wpad - dilations[1] * (packed.kw - 1) - 1) // sw + 1
     if c != packed.c or y.shape != (n, packed.m, oh, ow) or x.dtype != np.float32 or y.dtype != np.float32 or \
             not x.flags.c_contiguous or not y.flags.c_contiguous or min(oh, ow) <= 0:
         return None
@@ -64,13 +74,13 @@ def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, 
                                  not residual.flags.c_contiguous):
         return None
     xq = aligned((n * packed.cq * hp * wp * QUAD + SLACK,), np.uint8)
-    koff = quad_offsets(packed.cq, packed.kh, packed.kw, hp * wp, wp, *dilations)
+    koff = quad_offsets(packed.cq, packed.kh, packed.kw, hp * wp, wp, *dilations, sw, wps)
     words = {"n": n, "c": c, "h": h, "w": w, "m": packed.m, "oh": oh, "ow": ow, "pt": pt, "pl": pl, "hp": hp,
              "wp": wp, "cq": packed.cq, "x": data_address(x), "xscale": data_address(packed.xscale),
              "xzp": packed.xzp, "xq": data_address(xq), "wq": data_address(packed.wq), "kq": packed.kq,
              "koff": koff.ctypes.data, "comp": data_address(packed.comp), "scale": data_address(packed.scale),
              "bias": 0 if packed.bias is None else data_address(packed.bias), "y": data_address(y),
-             "residual": 0 if residual is None else data_address(residual)}
+             "residual": 0 if residual is None else data_address(residual), "sh": sh, "sw": sw, "wps": wps}
     if clamp is not None:
         words.update(clamp=1, lo=float_bits(clamp[0]), hi=float_bits(clamp[1]))
     desc = record(FIELDS, EXTRA, words)

@@ -5,21 +5,23 @@
 Two phases, each across the thread pool:
 
 1. **Quantize and pack** (chunks of input planes): the float32 input ``x [n][c][h][w]`` becomes ``xq
-   [n][c/4][hp][wp][4]`` uint8 -- four consecutive input channels per int32 word, the borders (and the channels
-   past ``c``) holding the zero point, which is what a zero of the float input quantizes to.  Each value is
+   [n][c/4][hp][sw][wps][4]`` uint8 -- four consecutive input channels per int32 word, the borders (and the
+   channels past ``c``) holding the zero point, which is what a zero of the float input quantizes to; with
+   column stride ``sw`` = 2 each padded row is stored as its even columns then its odd ones (a scatter), so
+   the pixels of an output row read consecutive words at every tap.  Each value is
    ``saturate(round_half_even(x / scale) + zero_point)`` (NaN -> 0), QuantizeLinear's arithmetic; 16 pixels of
    four channel rows become one 64-byte store.
 2. **Convolve** (chunks of output rows): per output row, segments of up to 32 pixels and blocks of up to ``MR``
    output channels; a microkernel keeps the ``mr x 32`` int32 sums in registers over every tap ``t = (c/4, ky,
-   kx)``: it loads the two 64-byte pixel vectors at ``koff[t]`` (the padded input makes every tap an offset,
-   dilation included) and, per output channel, broadcasts the channel's four weights of the tap -- one
+   kx)``: it loads the two 64-byte pixel vectors at ``koff[t]`` (the padded, phase-split input makes every tap
+   an offset, dilation included) and, per output channel, broadcasts the channel's four weights of the tap -- one
    ``vpdpbusd`` (AVX-512 VNNI, u8 pixels x s8 weights) per channel and vector; without VNNI the same sums from
    the bytes unpacked with shifts (kernels/qgemm/emit.py ``_dot4``).  The epilogue: ``float(sum - comp[o]) *
    scale[o] + bias[o]`` (``comp`` = zero point x the channel's weight sum, so the zero point is taken off once
    per channel; ``scale`` = input scale x the channel's weight scale), plus the residual (``residual`` != 0),
    clamped (``clamp`` = 1: to [lo, hi]), stored NCHW (masked at the row's end).
 
-Stride 1 only (the pixel vectors are contiguous runs of the padded rows).
+Column strides 1 and 2 (abi.STRIDES), any row stride.
 """
 from __future__ import annotations
 
@@ -122,6 +124,24 @@ def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool) -> ir.Function:
     return fn
 
 
+I64V = ir.VectorType(I64, VL)
+
+
+def splat_c(v: int) -> ir.Constant:
+    return ir.Constant(IVEC, [v] * VL)
+
+
+def splat64(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    one = b.insert_element(ir.Constant(I64V, None), v, ir.Constant(I32, 0))
+    return b.shuffle_vector(one, ir.Constant(I64V, None), ir.Constant(IVEC, [0] * VL))
+
+
+def _scatter(module: ir.Module) -> ir.Function:
+    name = "llvm.masked.scatter.v16i32.v16p0i32"
+    return module.globals.get(name) or ir.Function(
+        module, ir.FunctionType(VOID, [IVEC, ir.VectorType(I32P, VL), I32, MASK]), name)
+
+
 def _fields(b: ir.IRBuilder, desc: ir.Value) -> tuple[ir.Value, dict]:
     d = b.bitcast(desc, I64P)
     return d, {name: b.load(b.gep(d, [c64(i)]), name=name) for name, i in _F.items()}
@@ -149,6 +169,7 @@ def _pack_body(module: ir.Module) -> ir.Function:
     rint = module.globals.get("llvm.rint.v16f32") or ir.Function(
         module, ir.FunctionType(VEC, [VEC]), "llvm.rint.v16f32")
     mload, istore = _mload(module), _masked_store(module, IVEC)
+    scatter = _scatter(module)
     iota = ir.Constant(IVEC, list(range(VL)))
     zero = ir.Constant(VEC, None)
     top = ir.Constant(VEC, [255.0] * VL)
@@ -175,8 +196,17 @@ def _pack_body(module: ir.Module) -> ir.Function:
                 tq = b.select(b.fcmp_ordered(">", tq, top), top, tq)
                 qv = b.select(real, b.fptosi(tq, IVEC), splat_i32(b, zp))
                 packed = b.or_(packed, b.shl(qv, ir.Constant(IVEC, [8 * r] * VL)))
-            at = b.add(b.mul(b.add(iy, f["pt"]), wp), b.add(ix, f["pl"]))
-            b.call(istore, [packed, b.bitcast(b.gep(dst, [at]), IVECP), ir.Constant(I32, 4), mask])
+            row = b.gep(dst, [b.mul(b.add(iy, f["pt"]), wp)])
+            col = b.add(ix, f["pl"])                                   # padded column of lane 0
+            with b.if_else(b.icmp_signed("==", f["sw"], c64(1))) as (one, split):
+                with one:
+                    b.call(istore, [packed, b.bitcast(b.gep(row, [col]), IVECP), ir.Constant(I32, 4), mask])
+                with split:                   # column stride 2: even padded columns, then odd ones
+                    cols = b.add(splat_i32(b, col), iota)
+                    word = b.add(b.mul(b.and_(cols, splat_c(1)), splat_i32(b, f["wps"])), b.ashr(cols, splat_c(1)))
+                    base = splat64(b, b.ptrtoint(row, I64))
+                    addr = b.add(base, b.mul(b.sext(word, I64V), splat64(b, c64(4))))
+                    b.call(scatter, [packed, b.inttoptr(addr, ir.VectorType(I32P, VL)), ir.Constant(I32, 4), mask])
     b.ret_void()
     return fn
 
@@ -215,7 +245,7 @@ def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
     tptr = b.bitcast(table, MK_TYPE.as_pointer().as_pointer())
     with for_range(b, r0, r1, "r") as r:
         img, oy = b.sdiv(r, oh), b.srem(r, oh)
-        xrow = b.gep(xq, [b.add(b.mul(img, image_bytes), b.mul(b.mul(oy, wp), c64(QUAD)))])
+        xrow = b.gep(xq, [b.add(b.mul(img, image_bytes), b.mul(b.mul(b.mul(oy, f["sh"]), wp), c64(QUAD)))])
         yrow = b.add(b.mul(img, b.mul(m, ystride)), b.mul(oy, ow))
         with for_range(b, 0, cdiv(b, ow, c64(NPIX)), "seg") as seg:
             ox = b.mul(seg, c64(NPIX))

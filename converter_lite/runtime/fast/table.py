@@ -32,6 +32,7 @@ from ..program import Impl, NodeCtx, ViewOf
 from .conv import CONV_FAST
 from .gather import GATHER_FAST
 from .linalg import LINALG_FAST
+from .quantized import QUANTIZED_FAST
 from .norm import NORM_FAST
 from .patch import conv_transpose_patches, patch_conv
 from .pooling import POOL_FAST
@@ -371,7 +372,7 @@ FAST = {
     **{op: _unary(fn) for op, fn in UNARY.items()},
     **{op: _binary(fn) for op, fn in BINARY.items()},
     **{op: _compare(fn) for op, fn in COMPARE.items()},
-    **NORM_FAST, **LINALG_FAST, **CONV_FAST, **POOL_FAST, **GATHER_FAST,
+    **NORM_FAST, **LINALG_FAST, **CONV_FAST, **POOL_FAST, **GATHER_FAST, **QUANTIZED_FAST,
     "Conv": patch_conv(CONV_FAST["Conv"]), "ConvTranspose": conv_transpose_patches,
     "Resize": lambda ctx: linear_resize(ctx) or nearest_resize(ctx) or GATHER_FAST["Resize"](ctx),
     "DepthToSpace": lambda ctx: depth_to_space(ctx) or GATHER_FAST["DepthToSpace"](ctx),

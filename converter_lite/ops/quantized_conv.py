@@ -1,0 +1,37 @@
+"""``QuantizedConv`` (made by passes/rewrite/quantized_conv.py, run natively by kernels/qconv/): a 2-D convolution
+of a float32 input quantized to uint8 on the way in, with int8 weights.  OPAQUE.
+
+    QuantizedConv(x, x_scale, x_zero_point, w, w_scale, B?)  (Conv's attributes)
+      = Conv(DequantizeLinear(QuantizeLinear(x, x_scale, x_zero_point), x_scale, x_zero_point),
+             w * w_scale[output channel], B)
+
+the form a QDQ model gives its convolutions (QuantizeLinear -> DequantizeLinear -> Conv with dequantized int8
+weights).  ``x_scale``/``x_zero_point`` are scalars, ``w_scale`` one per output channel or one.  This reference
+computes that float graph; the native driver computes the same sums exactly in integers, then scales them (a
+float32 rounding apart).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.core import Node, TensorType, Value
+from .nn_conv import conv
+from .quantize import dequantize_linear, quantize_linear
+from .registry import OPS, reference
+
+CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+
+
+def _infer(node: Node):
+    x, w = node.inputs[0], node.inputs[3]
+    stand_in = Node("Conv", [Value("x", x.type), Value("w", TensorType(x.type.dtype, w.type.shape))], [Value("y")],
+                    {k: v for k, v in node.attrs.items() if k in CONV_ATTRS})
+    return OPS["Conv"].infer(stand_in)
+
+
+@reference("QuantizedConv", infer=_infer)
+def quantized_conv(attrs, x, x_scale, x_zero_point, w, w_scale, b=None):
+    xd = dequantize_linear({}, quantize_linear({}, x, x_scale, x_zero_point), x_scale, x_zero_point)
+    ws = np.asarray(w_scale, np.float32).reshape((-1,) + (1,) * (w.ndim - 1))
+    wd = (w.astype(np.float32) * ws).astype(np.float32)
+    return conv({k: v for k, v in attrs.items() if k in CONV_ATTRS}, xd.astype(x.dtype, copy=False), wd, b)

@@ -1,0 +1,37 @@
+"""``QuantizedConv`` on the native int8 convolution (kernels/qconv/): the weights packed once (shared by every
+plan binding them), one record per bind; the reference kernel where the model's native code lacks the driver
+or the buffers do not fit."""
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from ...kernels.packing import shared
+from ...kernels.qconv.abi import QCONV_SYMBOL
+from ...kernels.qconv.bind import PackedQConv, qconv_step
+from ...ops.registry import OPS
+from ..program import Impl, NodeCtx
+
+
+def _quantized_conv(ctx: NodeCtx):
+    addr = ctx.native(QCONV_SYMBOL)
+    xs, xz, w, ws, b = (ctx.const(i) for i in range(1, 6))
+    if not addr or any(v is None for v in (xs, xz, w, ws)):
+        return None
+    attrs = ctx.attrs
+    pads = tuple(int(p) for p in attrs.get("pads", (0, 0, 0, 0))) if attrs.get("auto_pad", "NOTSET") == "NOTSET" \
+        else (0, 0, 0, 0)
+    dil = tuple(int(d) for d in attrs.get("dilations", (1, 1)))
+    strides = tuple(int(d) for d in attrs.get("strides", (1, 1)))
+    sx, zx = np.float32(np.asarray(xs).reshape(())), int(np.asarray(xz).reshape(()))
+    packed = shared(w, ("qconv", float(sx), zx), lambda: PackedQConv(w, ws, sx, zx, b))
+    compute, node_attrs = OPS["QuantizedConv"].compute, ctx.node.attrs
+
+    def bind(ins, outs, scratch, nt=1):
+        step = qconv_step(addr, packed, ins[0], outs[0], pads, dil, nt, strides=strides)
+        return step or partial(lambda i, o: np.copyto(o, compute(node_attrs, *i)), ins, outs[0])
+    return Impl(bind=bind)
+
+
+QUANTIZED_FAST = {"QuantizedConv": _quantized_conv}

@@ -1,0 +1,116 @@
+"""passes/rewrite/quantized_conv.py + kernels/qconv: a QDQ model's convolutions run on the native int8
+convolution, against onnxruntime on the same QDQ graph; the weights' int8 values are found back exactly."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+from helpers import make_model, run_ort, tensor_info
+
+import converter_lite
+from converter_lite.kernels.qconv.abi import QCONV_SYMBOL
+from converter_lite.model.format import load_model
+from converter_lite.passes.rewrite.quantized_conv import int8_weights
+
+
+def test_int8_weights_are_found_back_exactly():
+    rng = np.random.default_rng(0)
+    q = rng.integers(-127, 128, (8, 3, 3, 3)).astype(np.int8)
+    q[:, 0, 0, 0] = 127                                                # per channel: the largest maps to 127
+    s = rng.uniform(1e-4, 1e-1, 8).astype(np.float32)
+    w = q.astype(np.float32) * s[:, None, None, None]
+    got = int8_weights(w)
+    assert got is not None
+    np.testing.assert_array_equal(got[0].astype(np.float32) * got[1][:, None, None, None], w)
+    per_tensor = q.astype(np.float32) * np.float32(0.0123)            # one scale for all channels
+    q2 = q.copy()
+    q2[1:, 0, 0, 0] = 5                                               # channels whose largest is not 127
+    per_tensor = q2.astype(np.float32) * np.float32(0.0123)
+    got = int8_weights(per_tensor)
+    assert got is not None and np.array_equal(got[0].astype(np.float32) * got[1][:, None, None, None], per_tensor)
+    assert int8_weights(rng.standard_normal((4, 2, 3, 3)).astype(np.float32)) is None   # float weights
+    zero = np.zeros((2, 2, 1, 1), np.float32)
+    assert int8_weights(zero) is not None
+
+
+def _qdq_conv_model(c, m, k, strides=(1, 1), pads=None, dil=(1, 1), shared=False, scale=0.02, zp=120):
+    """x -> Q -> DQ -> Conv(dequantized int8 weights, bias) -> Relu (-> + the DQ output when ``shared``)."""
+    rng = np.random.default_rng(c * 10 + m)
+    wq = rng.integers(-127, 128, (m, c, k, k)).astype(np.int8)
+    wq[:, 0, 0, 0] = 127                      # symmetric per-channel quantization: each channel reaches 127
+    ws = rng.uniform(0.002, 0.01, m).astype(np.float32)
+    pads = [k // 2] * 4 if pads is None else pads
+    nodes = [oh.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             oh.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             oh.make_node("DequantizeLinear", ["wq", "ws"], ["w"], axis=0),
+             oh.make_node("Conv", ["xd", "w", "b"], ["c"], pads=pads, strides=list(strides), dilations=list(dil)),
+             oh.make_node("Relu", ["c"], ["r"])]
+    out = "r"
+    if shared:                                                       # the DQ output read by another node too
+        nodes.append(oh.make_node("Add", ["r", "xd"], ["y"]))
+        out = "y"
+    inits = {"s": np.array(scale, np.float32), "z": np.array(zp, np.uint8), "wq": wq, "ws": ws,
+             "b": rng.standard_normal(m).astype(np.float32)}
+    model = make_model(nodes, [tensor_info("x", np.float32, [1, c, 20, 22])], [tensor_info(out, np.float32, None)],
+                       initializers=inits)
+    return model, out
+
+
+def _convert(tmp_path, model, level=2):
+    onnx.save(model, tmp_path / "m.onnx")
+    return converter_lite.convert(str(tmp_path / "m.onnx"), str(tmp_path / "m"),
+                                  graph_kernel_flags=f"--opt_level={level}")
+
+
+@pytest.mark.parametrize("c,m,k,strides,dil", [(16, 16, 3, (1, 1), (1, 1)), (3, 8, 7, (2, 2), (1, 1)),
+                                               (8, 20, 1, (2, 2), (1, 1)), (6, 5, 3, (1, 1), (2, 2)),
+                                               (8, 8, 3, (2, 1), (1, 1))])
+@pytest.mark.parametrize("shared", [False, True])
+def test_qdq_conv_runs_on_the_int8_convolution(tmp_path, c, m, k, strides, dil, shared):
+    model, out = _qdq_conv_model(c, m, k, strides, dil=dil, shared=shared and strides == (1, 1) and c == m)
+    ms = _convert(tmp_path, model)
+    nodes = load_model(ms).graph.nodes
+    q = [n for n in nodes if n.op == "QuantizedConv"]
+    assert len(q) == 1 and QCONV_SYMBOL in q[0].attrs.get("native_drivers", ())
+    assert not any(n.op == "Conv" for n in nodes)
+    x = (np.random.default_rng(1).standard_normal((1, c, 20, 22)) * 2).astype(np.float32)
+    got = converter_lite.load(ms, num_threads=2).run({"x": x})[out]
+    want = run_ort(model, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_what_the_driver_does_not_take_stays_a_float_conv(tmp_path):
+    """A column stride of 3 and an int8 (signed) activation zero point keep the float Conv."""
+    model, out = _qdq_conv_model(8, 8, 3, strides=(1, 3))
+    ms = _convert(tmp_path, model)
+    assert not any(n.op == "QuantizedConv" for n in load_model(ms).graph.nodes)
+    x = np.random.default_rng(2).standard_normal((1, 8, 20, 22)).astype(np.float32)
+    want = run_ort(model, {"x": x})[0]
+    np.testing.assert_allclose(converter_lite.load(ms).run({"x": x})[out], want, rtol=1e-5,
+                               atol=1e-5 * np.abs(want).max())
+
+
+def test_opt_level_0_keeps_the_graph(tmp_path):
+    model, _ = _qdq_conv_model(4, 4, 3)
+    ms = _convert(tmp_path, model, level=0)
+    assert not any(n.op == "QuantizedConv" for n in load_model(ms).graph.nodes)
+
+
+def test_reference_kernel_is_the_qdq_graph(tmp_path):
+    """The op's reference (numpy) equals onnxruntime on the QDQ graph it stands for."""
+    from converter_lite.ops.registry import OPS
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 4, 9, 9)).astype(np.float32)
+    w = rng.integers(-127, 128, (6, 4, 3, 3)).astype(np.int8)
+    ws, b = rng.uniform(0.01, 0.02, 6).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    attrs = {"pads": [1, 1, 1, 1], "strides": [2, 2]}
+    got = OPS["QuantizedConv"].compute(attrs, x, np.float32(0.05), np.uint8(100), w, ws, b)
+    model = make_model([oh.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+                        oh.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+                        oh.make_node("DequantizeLinear", ["w", "ws"], ["wd"], axis=0),
+                        oh.make_node("Conv", ["d", "wd", "b"], ["y"], **attrs)],
+                       [tensor_info("x", np.float32, [1, 4, 9, 9])], [tensor_info("y", np.float32, None)],
+                       initializers={"s": np.array(0.05, np.float32), "z": np.array(100, np.uint8), "w": w,
+                                     "ws": ws, "b": b})
+    np.testing.assert_allclose(got, run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
