@@ -114,3 +114,33 @@ def test_reference_kernel_is_the_qdq_graph(tmp_path):
                        initializers={"s": np.array(0.05, np.float32), "z": np.array(100, np.uint8), "w": w,
                                      "ws": ws, "b": b})
     np.testing.assert_allclose(got, run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_pad_in_front_of_the_quantization_moves_into_the_conv(tmp_path):
+    """Pad -> Q -> DQ -> Conv (a TensorFlow-style export quantized by onnxruntime): the Pad goes into the Conv's
+    pads, for the int8 convolution and for a depthwise one (the float depthwise driver)."""
+    rng = np.random.default_rng(4)
+    wq = rng.integers(-127, 128, (8, 8, 3, 3)).astype(np.int8)
+    wq[:, 0, 0, 0] = 127
+    dw = rng.standard_normal((8, 1, 3, 3)).astype(np.float32)
+    inits = {"s": np.array(0.03, np.float32), "z": np.array(128, np.uint8), "wq": wq,
+             "ws": rng.uniform(0.002, 0.01, 8).astype(np.float32), "dw": dw,
+             "pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}
+    nodes = [oh.make_node("Pad", ["x", "pads"], ["p"]),
+             oh.make_node("QuantizeLinear", ["p", "s", "z"], ["q"]),
+             oh.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+             oh.make_node("DequantizeLinear", ["wq", "ws"], ["w"], axis=0),
+             oh.make_node("Conv", ["d", "w"], ["c"]),
+             oh.make_node("Pad", ["c", "pads"], ["p2"]),
+             oh.make_node("QuantizeLinear", ["p2", "s", "z"], ["q2"]),
+             oh.make_node("DequantizeLinear", ["q2", "s", "z"], ["d2"]),
+             oh.make_node("Conv", ["d2", "dw"], ["y"], group=8)]
+    model = make_model(nodes, [tensor_info("x", np.float32, [1, 8, 12, 12])], [tensor_info("y", np.float32, None)],
+                       initializers=inits)
+    ms = _convert(tmp_path, model)
+    ops = [n.op for n in load_model(ms).graph.nodes]
+    assert "Pad" not in ops and ops.count("QuantizedConv") == 1 and ops.count("Conv") == 1, ops
+    x = rng.standard_normal((1, 8, 12, 12)).astype(np.float32)
+    want = run_ort(model, {"x": x})[0]
+    np.testing.assert_allclose(converter_lite.load(ms).run({"x": x})["y"], want, rtol=1e-5,
+                               atol=1e-5 * np.abs(want).max())

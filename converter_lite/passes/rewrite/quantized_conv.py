@@ -7,7 +7,9 @@ values and scale per output channel back: a channel ``w`` is accepted when a sca
 / 127 or / 128, or the whole tensor's, and their neighbouring float32 values) gives integers ``q`` in
 [-128, 127] with ``float32(q) * s == w`` bit for bit -- the weights are then exactly what DequantizeLinear made of
 ``q``, and nothing about the model's arithmetic is assumed.  Other readers of the QuantizeLinear/DequantizeLinear
-outputs keep them.  Only what the driver takes is rewritten: a uint8 zero point, one group, stride 1, 2-D, float32
+outputs keep them.  A zero Pad in front of the QuantizeLinear (TensorFlow-style exports pad explicitly; the
+quantizer put the pair between the Pad and the Conv) moves into the Conv's pads first, int8 or not
+(``check_padded``).  Only what the driver takes is rewritten: a uint8 zero point, one group, stride 1, 2-D, float32
 (kernels/qconv/abi.py ``select``).
 """
 from __future__ import annotations
@@ -23,7 +25,13 @@ from ..registry import register_pass
 from ..simplify.pattern import Const, Match, MatchResult, Opt, Var, op
 from ..simplify.rewriter import Rule
 from .base import RewritePass
+from .pad_conv import check as pad_check
+from .pad_conv import rewrite as pad_rewrite
 
+PADDED = op.Conv(op.DequantizeLinear(op.QuantizeLinear(op.Pad(Var("x"), Const("pads"), Opt("value"), Opt("axes"),
+                                                              bind="pad"),
+                                                       Const("s1"), Opt("z1"), bind="q"),
+                                     Const("s2"), Opt("z2"), bind="dq"), Var("w"), Opt("b"), bind="conv")
 PATTERN = op.Conv(op.DequantizeLinear(op.QuantizeLinear(Var("x"), Const("s1"), Opt("z1"), bind="q"), Const("s2"),
                                       Opt("z2"), bind="dq"), Const("w"), Opt("b"), bind="conv")
 ULPS = 2                        # neighbouring float32 scales tried on each side of a candidate
@@ -66,7 +74,7 @@ def _scalar(m: Match, name: str):
     return None if v is None else np.asarray(v.const).reshape(-1)
 
 
-def check(m: Match) -> MatchResult:
+def _same_quantization(m: Match) -> MatchResult:
     s1, s2, z1, z2 = (_scalar(m, k) for k in ("s1", "s2", "z1", "z2"))
     if s1.size != 1 or s2.size != 1 or s1[0] != s2[0] or s1.dtype != np.float32:
         return MatchResult.fail("the scales differ or are not one float32")
@@ -75,6 +83,49 @@ def check(m: Match) -> MatchResult:
         return MatchResult.fail("the zero points differ or are not one uint8")
     if any(k in m.node(n).attrs for n in ("q", "dq") for k in ("block_size",)):
         return MatchResult.fail("blocked quantization")
+    return MatchResult()
+
+
+def check_padded(m: Match) -> MatchResult:
+    """A zero Pad of the spatial axes in front of the QuantizeLinear -> DequantizeLinear pair: the pair maps a
+    zero to a zero (round(0 / s) + z - z), so the Pad can follow it, and the Conv then takes it into its pads
+    (what pad_conv_fusion does where no pair sits between them: the depthwise and int8 drivers read the
+    unpadded input)."""
+    same = _same_quantization(m)
+    if not same:
+        return same
+    return pad_check(m)
+
+
+def rewrite_padded(m: Match, b: GraphBuilder) -> Value:
+    qn, dqn = m.node("q"), m.node("dq")
+    q = b.node("QuantizeLinear", m["x"], m["s1"], m["z1"], **dict(qn.attrs)).outputs[0]
+    dq = b.node("DequantizeLinear", q, m["s2"], m["z2"], **dict(dqn.attrs)).outputs[0]
+    rebound = _Rebound(m, {"x": dq})
+    return pad_rewrite(rebound, b)
+
+
+class _Rebound:
+    """``m`` with some bindings replaced (pad_conv's rewrite reads ``m["x"]``, ``m["w"]``, ``m["b"]``, the nodes
+    "pad" and "conv")."""
+
+    def __init__(self, m: Match, values: dict):
+        self._m, self._values = m, values
+
+    def __getitem__(self, name):
+        return self._values[name] if name in self._values else self._m[name]
+
+    def node(self, name):
+        return self._m.node(name)
+
+    def const(self, name):
+        return self._m.const(name)
+
+
+def check(m: Match) -> MatchResult:
+    same = _same_quantization(m)
+    if not same:
+        return same
     if int8_weights(m["w"].const) is None:
         return MatchResult.fail("the weights are not int8 values times a scale per output channel")
     return MatchResult() if _candidate_ok(m) else MatchResult.fail("the int8 convolution does not take this Conv")
@@ -97,4 +148,5 @@ def rewrite(m: Match, b: GraphBuilder) -> Value:
 @register_pass
 class QuantizedConvPass(RewritePass):
     name = "quantized_conv"
-    rules = (Rule("quantized_conv", PATTERN, rewrite, check=check, exclusive=False),)
+    rules = (Rule("pad_after_quantization", PADDED, rewrite_padded, check=check_padded, exclusive=False),
+             Rule("quantized_conv", PATTERN, rewrite, check=check, exclusive=False))
