@@ -4,10 +4,11 @@
 
 Two phases, each across the thread pool:
 
-1. **Quantize and pack** (chunks of input planes): the float32 input ``x [n][c][h][w]`` becomes ``xq
+1. **Quantize and pack** (chunks of padded rows): the float32 input ``x [n][c][h][w]`` becomes ``xq
    [n][c/4][hp][sw][wps][4]`` uint8 -- four consecutive input channels per int32 word, the borders (and the
    channels past ``c``) holding the zero point, which is what a zero of the float input quantizes to; with
-   column stride ``sw`` = 2 each padded row is stored as its even columns then its odd ones (a scatter), so
+   column stride ``sw`` = 2 each padded row is stored as its even columns then its odd ones (two shuffled
+   halves of each 16-pixel vector), so
    the pixels of an output row read consecutive words at every tap.  Each value is
    ``saturate(round_half_even(x / scale) + zero_point)`` (NaN -> 0), QuantizeLinear's arithmetic; 16 pixels of
    four channel rows become one 64-byte store.
@@ -124,67 +125,55 @@ def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool) -> ir.Function:
     return fn
 
 
-I64V = ir.VectorType(I64, VL)
-
-
-def splat_c(v: int) -> ir.Constant:
-    return ir.Constant(IVEC, [v] * VL)
-
-
-def splat64(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
-    one = b.insert_element(ir.Constant(I64V, None), v, ir.Constant(I32, 0))
-    return b.shuffle_vector(one, ir.Constant(I64V, None), ir.Constant(IVEC, [0] * VL))
-
-
-def _scatter(module: ir.Module) -> ir.Function:
-    name = "llvm.masked.scatter.v16i32.v16p0i32"
-    return module.globals.get(name) or ir.Function(
-        module, ir.FunctionType(VOID, [IVEC, ir.VectorType(I32P, VL), I32, MASK]), name)
-
-
 def _fields(b: ir.IRBuilder, desc: ir.Value) -> tuple[ir.Value, dict]:
     d = b.bitcast(desc, I64P)
     return d, {name: b.load(b.gep(d, [c64(i)]), name=name) for name, i in _F.items()}
 
 
 def _pack_body(module: ir.Module) -> ir.Function:
-    """The pool body of phase 1: planes ``[chunk * per, ...)`` of ``n * cq`` (image, channel quad)."""
+    """The pool body of phase 1: padded rows ``[chunk * per, ...)`` of ``n * cq * hp`` (image, channel quad,
+    row): each row filled with the zero point's word, then (an input row) its quantized pixels written over."""
     fn = ir.Function(module, BODY_TYPE, f"{QCONV_SYMBOL}.pack")
     fn.linkage = "internal"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     d, f = _fields(b, fn.args[0])
     per = b.load(b.gep(d, [c64(len(FIELDS))]))
-    planes = b.mul(f["n"], f["cq"])
-    p0 = b.mul(fn.args[1], per)
-    p1 = smin(b, planes, b.add(p0, per))
+    c, h, w, hp, wp = f["c"], f["h"], f["w"], f["hp"], f["wp"]
+    rows = b.mul(b.mul(f["n"], f["cq"]), hp)
+    r0 = b.mul(fn.args[1], per)
+    r1 = smin(b, rows, b.add(r0, per))
     x = b.inttoptr(f["x"], FPT)
     xq = b.inttoptr(f["xq"], I32P)
     sx = splat(b, b.load(b.inttoptr(f["xscale"], FPT)))
     zp = f["xzp"]
     zf = splat(b, b.sitofp(zp, F32))
-    word = b.trunc(b.mul(zp, c64(0x01010101)), I32)
-    zword = splat_i32(b, b.zext(word, I64))
-    c, h, w, hp, wp = f["c"], f["h"], f["w"], f["hp"], f["wp"]
-    plane_words = b.mul(hp, wp)
+    zword = splat_i32(b, b.and_(b.mul(zp, c64(0x01010101)), c64(0xFFFFFFFF)))
     rint = module.globals.get("llvm.rint.v16f32") or ir.Function(
         module, ir.FunctionType(VEC, [VEC]), "llvm.rint.v16f32")
     mload, istore = _mload(module), _masked_store(module, IVEC)
-    scatter = _scatter(module)
     iota = ir.Constant(IVEC, list(range(VL)))
     zero = ir.Constant(VEC, None)
     top = ir.Constant(VEC, [255.0] * VL)
-    with for_range(b, p0, p1, "p") as p:
-        img, q = b.sdiv(p, f["cq"]), b.srem(p, f["cq"])
-        dst = b.gep(xq, [b.mul(p, plane_words)])
-        with for_range(b, 0, cdiv(b, plane_words, c64(VL)), "fill") as k:        # borders: the zero point
-            mask = b.icmp_signed("<", iota, splat_i32(b, b.sub(plane_words, b.mul(k, c64(VL)))))
-            b.call(istore, [zword, b.bitcast(b.gep(dst, [b.mul(k, c64(VL))]), IVECP), ir.Constant(I32, 4), mask])
-        with for_range(b, 0, h, "iy") as iy, for_range(b, 0, cdiv(b, w, c64(VL)), "ix") as ixb:
+    half = ir.Constant(IVEC, list(range(VL // 2)) + [VL // 2] * (VL // 2))
+    evens = ir.Constant(IVEC, [2 * i for i in range(VL // 2)] + [0] * (VL // 2))
+    odds = ir.Constant(IVEC, [2 * i + 1 for i in range(VL // 2)] + [1] * (VL // 2))
+    phase0 = b.and_(f["pl"], c64(1))                 # column phase of lane 0 (ix steps by 16: fixed per conv)
+    with for_range(b, r0, r1, "r") as r:
+        plane, iyp = b.sdiv(r, hp), b.srem(r, hp)
+        img, q = b.sdiv(plane, f["cq"]), b.srem(plane, f["cq"])
+        row = b.gep(xq, [b.mul(r, wp)])
+        with for_range(b, 0, cdiv(b, wp, c64(VL)), "fill") as k:                 # the zero point's word
+            mask = b.icmp_signed("<", iota, splat_i32(b, b.sub(wp, b.mul(k, c64(VL)))))
+            b.call(istore, [zword, b.bitcast(b.gep(row, [b.mul(k, c64(VL))]), IVECP), ir.Constant(I32, 4), mask])
+        iy = b.sub(iyp, f["pt"])
+        inside = b.and_(b.icmp_signed(">=", iy, c64(0)), b.icmp_signed("<", iy, h))
+        with b.if_then(inside), for_range(b, 0, cdiv(b, w, c64(VL)), "ix") as ixb:
             ix = b.mul(ixb, c64(VL))
-            mask = b.icmp_signed("<", iota, splat_i32(b, b.sub(w, ix)))
+            count = b.sub(w, ix)
+            mask = b.icmp_signed("<", iota, splat_i32(b, count))
             packed = ir.Constant(IVEC, None)
-            for r in range(QUAD):
-                ch = b.add(b.mul(q, c64(QUAD)), c64(r))
+            for rr in range(QUAD):
+                ch = b.add(b.mul(q, c64(QUAD)), c64(rr))
                 real = b.icmp_signed("<", ch, c)
                 src = b.gep(x, [b.add(b.mul(b.add(b.mul(img, c), b.select(real, ch, c64(0))), b.mul(h, w)),
                                       b.add(b.mul(iy, w), ix))])
@@ -195,18 +184,22 @@ def _pack_body(module: ir.Module) -> ir.Function:
                 tq = b.select(b.fcmp_ordered("<", tq, zero), zero, tq)
                 tq = b.select(b.fcmp_ordered(">", tq, top), top, tq)
                 qv = b.select(real, b.fptosi(tq, IVEC), splat_i32(b, zp))
-                packed = b.or_(packed, b.shl(qv, ir.Constant(IVEC, [8 * r] * VL)))
-            row = b.gep(dst, [b.mul(b.add(iy, f["pt"]), wp)])
+                packed = b.or_(packed, b.shl(qv, ir.Constant(IVEC, [8 * rr] * VL)))
             col = b.add(ix, f["pl"])                                   # padded column of lane 0
             with b.if_else(b.icmp_signed("==", f["sw"], c64(1))) as (one, split):
                 with one:
                     b.call(istore, [packed, b.bitcast(b.gep(row, [col]), IVECP), ir.Constant(I32, 4), mask])
-                with split:                   # column stride 2: even padded columns, then odd ones
-                    cols = b.add(splat_i32(b, col), iota)
-                    word = b.add(b.mul(b.and_(cols, splat_c(1)), splat_i32(b, f["wps"])), b.ashr(cols, splat_c(1)))
-                    base = splat64(b, b.ptrtoint(row, I64))
-                    addr = b.add(base, b.mul(b.sext(word, I64V), splat64(b, c64(4))))
-                    b.call(scatter, [packed, b.inttoptr(addr, ir.VectorType(I32P, VL)), ir.Constant(I32, 4), mask])
+                with split:
+                    # column stride 2: the row is its even padded columns then its odd ones; lanes 0, 2, ..
+                    # (phase ``phase0``) and lanes 1, 3, .. (the other phase) go to 8 consecutive words each
+                    for lanes_of, first in ((evens, 0), (odds, 1)):
+                        part = b.shuffle_vector(packed, ir.Constant(IVEC, None), lanes_of)
+                        ph = b.xor(phase0, c64(first))
+                        pos = b.sdiv(b.add(col, c64(first)), c64(2))
+                        n_part = b.sdiv(b.add(count, c64(1 - first)), c64(2))
+                        pmask = b.icmp_signed("<", half, splat_i32(b, smin(b, n_part, c64(VL // 2))))
+                        at = b.gep(row, [b.add(b.mul(ph, f["wps"]), pos)])
+                        b.call(istore, [part, b.bitcast(at, IVECP), ir.Constant(I32, 4), pmask])
     b.ret_void()
     return fn
 
@@ -271,7 +264,7 @@ def emit_qconv(module: ir.Module, features: frozenset[str] = frozenset()) -> ir.
     pool = declare_pool(module)
     fn, b, desc, nt = driver_entry(module, QCONV_SYMBOL)
     d, f = _fields(b, desc)
-    planes = b.mul(f["n"], f["cq"])
+    planes = b.mul(b.mul(f["n"], f["cq"]), f["hp"])                    # (padded rows to pack)
     per = cdiv(b, planes, nt)
     b.store(per, b.gep(d, [c64(len(FIELDS))]))
     rows = b.mul(f["n"], f["oh"])
