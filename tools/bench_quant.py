@@ -203,8 +203,10 @@ def lines(result: dict) -> list[str]:
                        f"{r['quant_mb'] / r['float_mb']:.2f} | {r['quant_mb'] / r['onnx_mb']:.2f} | {r['cosine']:.6f} | "
                        f"{r['float_ms']:.3f} | {r['quant_ms']:.3f} | {r['quant_ms'] / r['float_ms']:.2f} |")
         out.append("")
-    for key, title in (("qdq", "Models quantized by onnxruntime (quantize_static, QDQ, per-channel): ours computes "
-                                "the dequantized values in float32, onnxruntime runs its int8 kernels."),
+    for key, title in (("qdq", "Models quantized by onnxruntime (quantize_static, QDQ, per-channel): ours runs the "
+                                "dense convolutions on its int8 convolution (QuantizedConv: the input quantized on "
+                                "the way in, the weights' int8 values found back from the dequantized ones), the "
+                                "depthwise ones in float32; onnxruntime runs its int8 kernels."),
                        ("qoperator", "Models quantized by onnxruntime in QOperator form (quantize_static: QLinearConv/"
                                      "QLinearMatMul and the com.microsoft QLinearAdd/Mul/Softmax/Concat/"
                                      "GlobalAveragePool, QGemm): ours runs QLinearMatMul/QGemm on the native int8 "
