@@ -158,3 +158,31 @@ def test_qoperator_products_run_on_the_int8_gemm(tmp_path, op):
     got = converter_lite.load(ms).run({"q": q})["y"].astype(np.int32)
     want = run_ort(model, {"q": q})[0].astype(np.int32)
     assert np.abs(got - want).max() <= 1 and np.mean(got != want) < 0.05
+
+
+@pytest.mark.parametrize("k", [64, 30])
+def test_a_qdq_matmul_runs_on_the_int8_gemm(tmp_path, k):
+    """Q -> DQ -> MatMul(dequantized int8 weights) + bias: MatMulIntegerToFloat on the uint8 activations (the
+    weights' int8 values found back from the folded DequantizeLinear), the bias in the epilogue; with K not a
+    multiple of 4 the product stays float."""
+    rng = np.random.default_rng(9)
+    wq = rng.integers(-127, 128, (k, 24)).astype(np.int8)
+    wq[0] = 127                                                     # symmetric per column: each reaches 127
+    inits = {"s": np.array(0.04, np.float32), "z": np.array(125, np.uint8), "wq": wq,
+             "ws": rng.uniform(0.002, 0.01, 24).astype(np.float32), "b": rng.standard_normal(24).astype(np.float32)}
+    model = make_model([oh.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+                        oh.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+                        oh.make_node("DequantizeLinear", ["wq", "ws"], ["w"], axis=1),
+                        oh.make_node("MatMul", ["d", "w"], ["mm"]),
+                        oh.make_node("Add", ["mm", "b"], ["y"])],
+                       [tensor_info("x", np.float32, [2, 7, k])], [tensor_info("y", np.float32, [2, 7, 24])],
+                       initializers=inits)
+    ms = _convert(tmp_path, model)
+    fused = _native(ms, "MatMulIntegerToFloat")
+    assert len(fused) == (k % 4 == 0)
+    if fused:
+        assert fused[0].inputs[6] is not None                          # the bias went into the epilogue
+    x = rng.standard_normal((2, 7, k)).astype(np.float32)
+    want = run_ort(model, {"x": x})[0]
+    np.testing.assert_allclose(converter_lite.load(ms).run({"x": x})["y"], want, rtol=1e-5,
+                               atol=1e-5 * np.abs(want).max())

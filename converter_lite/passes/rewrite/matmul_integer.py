@@ -10,7 +10,12 @@ The scale is split as the kernel computes it, ``a_scale * b_scale`` per column:
 * one element: ``a_scale`` = it, ``b_scale = 1``;
 * a constant per column: ``a_scale = 1``, ``b_scale`` = it.
 
-The ``Add`` of a constant bias (one per column, or one) after such a node becomes its ``bias`` input.  Exact:
+The ``Add`` of a constant bias (one per column, or one) after such a node becomes its ``bias`` input.
+
+A QDQ model's ``MatMul(DequantizeLinear(a uint8, scale, zero point), W)`` becomes ``MatMulIntegerToFloat(a, Wq,
+scale, w_scale, zero point)`` too, when the constant float32 ``W`` (the importer folded its DequantizeLinear) is
+int8 values times a scale per column bit for bit (passes/rewrite/quantized_conv.py ``int8_weights``): the int8
+GEMM then sums what the float MatMul would, in integers.  Exact:
 ``float(int32) * (a * b) + bias`` is what the chain computes, in the same order.  Other scales (per row, computed
 per column) keep the chain.
 """
@@ -28,6 +33,7 @@ from .base import RewritePass
 
 CHAIN = op.Mul(op.Cast(op.MatMulInteger(Var("a"), Var("b"), Opt("az"), Opt("bz"), bind="mm"), bind="cast"),
                Var("s"), bind="mul")
+QDQ = op.MatMul(op.DequantizeLinear(Var("a"), Const("sa"), Opt("az"), bind="dq"), Const("w"), bind="mm")
 BIAS = op.Add(op.MatMulIntegerToFloat(Var("a"), Var("b"), Var("sa"), Var("sb"), Opt("az"), Opt("bz"), bind="mm"),
               Const("bias"), bind="add")
 
@@ -101,8 +107,40 @@ def rewrite_bias(m: Match, b: GraphBuilder) -> Value:
                   m["bias"]).outputs[0]
 
 
+def _column_weights(m: Match):
+    """(int8 [K, N], float32 scale per column) of the MatMul's constant float32 weights, when they are int8 values
+    times a scale per column bit for bit (a QDQ model's folded DequantizeLinear), else None."""
+    from .quantized_conv import int8_weights
+    w = m["w"].const
+    if w.ndim != 2 or w.dtype != np.float32:
+        return None
+    got = int8_weights(np.ascontiguousarray(w.T))
+    return None if got is None else (np.ascontiguousarray(got[0].T), got[1])
+
+
+def check_qdq(m: Match) -> MatchResult:
+    a, sa, az = m["a"], m["sa"].const, m["az"]
+    if a.type is None or a.type.dtype is not DType.uint8:
+        return MatchResult.fail("the activations are not uint8")
+    if sa.size != 1 or sa.dtype != np.float32 or (az is not None and (az.const is None or az.const.size != 1)):
+        return MatchResult.fail("not one float32 scale and one constant zero point")
+    if "block_size" in m.node("dq").attrs or m.node("dq").outputs[0].type.dtype is not DType.float32:
+        return MatchResult.fail("blocked or not float32")
+    if _column_weights(m) is None:
+        return MatchResult.fail("the weights are not int8 values times a scale per column")
+    return MatchResult()
+
+
+def rewrite_qdq(m: Match, b: GraphBuilder) -> Value:
+    wq, ws = _column_weights(m)
+    sa = b.const(np.asarray(m["sa"].const, np.float32).reshape(()))
+    az = None if m["az"] is None else b.const(np.asarray(m["az"].const).reshape(()))
+    return b.node("MatMulIntegerToFloat", m["a"], b.const(wq), sa, b.const(ws), az, None).outputs[0]
+
+
 @register_pass
 class MatMulIntegerToFloatPass(RewritePass):
     name = "matmul_integer_to_float"
     rules = (Rule("matmul_integer_to_float", CHAIN, rewrite, check=check, dynamic_ok=True),
+             Rule("qdq_matmul", QDQ, rewrite_qdq, check=check_qdq, exclusive=False, dynamic_ok=True),
              Rule("matmul_integer_bias", BIAS, rewrite_bias, check=check_bias, dynamic_ok=True))
