@@ -144,3 +144,25 @@ def test_a_pad_in_front_of_the_quantization_moves_into_the_conv(tmp_path):
     want = run_ort(model, {"x": x})[0]
     np.testing.assert_allclose(converter_lite.load(ms).run({"x": x})["y"], want, rtol=1e-5,
                                atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("strides", [(1, 1), (2, 2)])
+def test_qlinear_conv_runs_on_the_int8_convolution(tmp_path, strides):
+    """QLinearConv (uint8 activations, int8 weights per channel, an int32 bias): the int8 convolution, then the
+    requantization; within one quantization step of onnxruntime."""
+    rng = np.random.default_rng(11)
+    w = rng.integers(-127, 128, (12, 8, 3, 3)).astype(np.int8)
+    inits = {"xs": np.array(0.05, np.float32), "xz": np.array(120, np.uint8), "w": w,
+             "ws": rng.uniform(0.002, 0.004, 12).astype(np.float32), "ys": np.array(0.1, np.float32),
+             "yz": np.array(128, np.uint8), "bias": rng.integers(-300, 300, 12).astype(np.int32),
+             "wz": np.zeros(12, np.int8)}
+    node = oh.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"], ["y"], pads=[1, 1, 1, 1],
+                        strides=list(strides))
+    model = make_model([node], [tensor_info("x", np.uint8, [1, 8, 15, 17])], [tensor_info("y", np.uint8, None)],
+                       initializers=inits)
+    ms = _convert(tmp_path, model)
+    assert [n.op for n in load_model(ms).graph.nodes].count("QuantizedConv") == 1
+    x = rng.integers(0, 256, (1, 8, 15, 17)).astype(np.uint8)
+    got = converter_lite.load(ms).run({"x": x})["y"].astype(np.int32)
+    want = run_ort(model, {"x": x})[0].astype(np.int32)
+    assert np.abs(got - want).max() <= 1 and np.mean(got != want) < 0.02

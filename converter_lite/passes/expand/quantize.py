@@ -141,6 +141,34 @@ def _requantize(b: GraphBuilder, acc, multiplier: np.ndarray | None, y_zp: np.nd
     return b.op("Cast", t, to=int(out))
 
 
+def _int8_conv(b: GraphBuilder, node: Node, x, xs, xz, w, ws, wz, bias):
+    """``float32(conv((x - xz), w)) * (xs * ws[o]) + bias[o] * xs * ws[o]`` as a QuantizedConv on the native int8
+    convolution (kernels/qconv/: it quantizes its float input, which a dequantized uint8 input passes through
+    unchanged), or None where it does not take the convolution (int8 activations, a weight zero point, groups,
+    a column stride other than 1 or 2, ...)."""
+    from types import SimpleNamespace
+
+    from ...kernels.qconv.abi import select as qconv_select
+    if x.dtype is not DType.uint8 or w.dtype != np.int8 or w.ndim != 4 or (wz is not None and np.any(wz)) or \
+            xz is None or np.asarray(xz).dtype != np.uint8:
+        return None
+    sx = np.asarray(xs, np.float32).reshape(())
+    zx = np.asarray(xz, np.uint8).reshape(())
+    wsf = np.broadcast_to(np.asarray(ws, np.float32).reshape(-1), (w.shape[0],)).copy()
+    b_f = None if bias is None else (np.asarray(bias, np.float64) * (np.float64(sx) * wsf)).astype(np.float32)
+    xd = b.op("Mul", b.op("Sub", b.op("Cast", x, to=int(DType.float32)), b.const(np.float32(zx))), b.const(sx))
+    ins = [xd, b.const(sx), b.const(zx), b.const(np.ascontiguousarray(w)), b.const(wsf)] + \
+        ([b.const(b_f)] if b_f is not None else [])
+    attrs = {k: v for k, v in node.attrs.items() if k in ("auto_pad", "dilations", "group", "kernel_shape", "pads",
+                                                             "strides")}
+    probe = SimpleNamespace(op="QuantizedConv", attrs=attrs, inputs=[
+        SimpleNamespace(type=node.inputs[0].type.__class__(DType.float32, node.inputs[0].type.shape), const=None),
+        *(SimpleNamespace(const=c, type=None) for c in (sx, zx, w, wsf, b_f) if c is not None)])
+    if not qconv_select(probe):
+        return None
+    return b.op("QuantizedConv", *ins, **attrs)
+
+
 @expander("QLinearConv")
 def expand_qlinear_conv(b: GraphBuilder, node: Node) -> list:
     x = input_value(b, node, 0)
@@ -155,6 +183,9 @@ def expand_qlinear_conv(b: GraphBuilder, node: Node) -> list:
     if xz is not None and np.size(xz) != 1 or np.size(xs) != 1 or np.size(ys) != 1:
         raise Declined("per-channel activation parameters")
     m, nsp = w.shape[0], w.ndim - 2
+    scaled = _int8_conv(b, node, x, xs, xz, w, ws, wz, bias)
+    if scaled is not None:
+        return [_quantized(b, node, scaled, 6, 7)]
     per_channel = (lambda p: p.reshape((-1,) + (1,) * (w.ndim - 1))) if np.size(wz if wz is not None else 0) > 1 \
         else (lambda p: p.reshape(()))
     wf = w.astype(np.float32) - (0 if wz is None else per_channel(np.asarray(wz, np.float32)))

@@ -123,7 +123,7 @@ def test_a_qdq_model_from_onnxruntime_runs_fused(tmp_path, rng):
     assert got @ want / np.linalg.norm(got) / np.linalg.norm(want) >= 0.999
 
 
-def test_qoperator_model_from_onnxruntime_runs_on_float_kernels(tmp_path, rng):
+def test_qoperator_model_from_onnxruntime_runs_on_the_int8_convolution(tmp_path, rng):
     from onnxruntime.quantization import QuantFormat
 
     # Conv only: the com.microsoft QLinearAdd/QLinearGlobalAveragePool/QGemm it writes otherwise are not supported
@@ -132,7 +132,7 @@ def test_qoperator_model_from_onnxruntime_runs_on_float_kernels(tmp_path, rng):
     assert "QLinearConv" in kinds
     ms = converter_lite.convert(str(qop), str(tmp_path / "q"), graph_kernel_flags="--opt_level=2")
     ops = {n.op for n in load_model(ms).graph.nodes}
-    assert "Conv" in ops and not ops & {"QLinearConv", "QLinearMatMul", "QuantizeLinear"}, ops
+    assert "QuantizedConv" in ops and not ops & {"QLinearConv", "QLinearMatMul", "QuantizeLinear"}, ops
     x = rng.standard_normal(shape).astype(np.float32)
     got = np.asarray(list(converter_lite.load(ms).run({"x": x}).values())[0], np.float64).reshape(-1)
     want = np.asarray(run_ort(onnx.load(qop), {"x": x})[0], np.float64).reshape(-1)
