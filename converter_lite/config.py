@@ -457,6 +457,7 @@ def load_config_file(path: str) -> tuple[str, dict[str, dict[str, str]]]:
 # MindSpore's other config sections (converter_tool docs): none is silently dropped.
 QUANT_SECTIONS = ("common_quant_param", "full_quant_param", "data_preprocess_param",
                   "mixed_bit_weight_quant_param", "weight_quant_param", "dynamic_quant_param")
+FULL_QUANT_SECTIONS = ("full_quant_param", "data_preprocess_param")
 HARDWARE_SECTIONS = {
     "ascend_context": "it configures Ascend inference; converter_lite builds CPU models only",
     "acl_option_cfg_param": "it holds Ascend ACL options; converter_lite builds CPU models only",
@@ -471,9 +472,11 @@ KNOWN_SECTIONS = (GRAPH_KERNEL_SECTION, *QUANT_SECTIONS, *HARDWARE_SECTIONS)
 
 def check_sections(sections: Mapping[str, Mapping[str, str]], path: str = "<config>",
                    warn: Warn | None = None) -> None:
-    """Fails (-600) on a section this converter cannot honour; warns on an unknown one (closest known name)."""
+    """Fails (-600) on a section this converter cannot honour; warns on an unknown one (closest known name).
+    ``[full_quant_param]`` and ``[data_preprocess_param]`` pass only with ``quant_type=FULL_QUANT``."""
     import difflib
     warn = warn or _default_warn
+    full_quant = sections.get("common_quant_param", {}).get("quant_type", "").strip() == "FULL_QUANT"
     for name, params in sections.items():
         if name == "":
             if params:
@@ -481,10 +484,13 @@ def check_sections(sections: Mapping[str, Mapping[str, str]], path: str = "<conf
             continue
         if name in ("common_quant_param", "dynamic_quant_param"):
             continue                                       # quant_config.parse_quant_sections reads (checks) them
+        if name in FULL_QUANT_SECTIONS and full_quant:
+            continue                                       # read (checked) by parse_quant_sections too
         if name in QUANT_SECTIONS:
             raise ConverterError(RET_INPUT_PARAM_INVALID,
                                  f"{path}: section [{name}] is not supported yet (only [common_quant_param] with "
-                                 "quant_type=WEIGHT_QUANT or DYNAMIC_QUANT, and [dynamic_quant_param], are); "
+                                 "quant_type=WEIGHT_QUANT, DYNAMIC_QUANT or FULL_QUANT, [dynamic_quant_param] with "
+                                 "DYNAMIC_QUANT and [full_quant_param]/[data_preprocess_param] with FULL_QUANT, are); "
                                  "remove the section")
         if name in HARDWARE_SECTIONS:
             raise ConverterError(RET_INPUT_PARAM_INVALID,

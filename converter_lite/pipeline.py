@@ -1,11 +1,13 @@
 """convert(): the one ordered path from an ONNX file to a ``.ms`` file.
 
-    load + import (frontend)  ->  [DYNAMIC_QUANT: MatMul/Gemm to int8 products (passes/dynamic_quant.py)]
+    [FULL_QUANT: onnxruntime's static quantizer, calibrated, writes the QDQ model (frontend/full_quant.py)]
+    ->  load + import (frontend)  ->  [DYNAMIC_QUANT: MatMul/Gemm to int8 products (passes/dynamic_quant.py)]
     ->  graph-kernel optimizer at opt_level (passes.manager; includes native build)
     ->  [fp16 weights | WEIGHT_QUANT (passes/weight_quant.py)]  ->  serialize (model.format, atomic write)
 
 ``[common_quant_param]`` (quant_config.py) gives ``config.quant``, whose ``quant_type`` picks the quantization
-pass; the ``.ms`` metadata records it (``"weight_quant"`` / ``"dynamic_quant"``: bit_num and weight count).
+pass; the ``.ms`` metadata records it (``"weight_quant"`` / ``"dynamic_quant"`` / ``"full_quant"``: bit_num,
+weight count, ...).  FULL_QUANT's int8 weights are found again after the optimizer (passes/full_quant.py).
 
 Environment variables are read here, at the entry, and nowhere below: MS_DEV_GRAPH_KERNEL_FLAGS replaces the
 config file's ``[graph_kernel_param]`` flags, MS_DEV_DUMP_GRAPH_KERNEL_IR=on dumps the IR after every pass.
@@ -119,6 +121,21 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
         raise ConverterError(RET_INPUT_PARAM_INVALID, f"--inputDataFormat={input_format}: must be NCHW or NHWC")
     stats: dict[str, int] = {}
     artifacts: dict[str, bytes] = {}
+    full = None
+    if quant is not None and quant.quant_type == "FULL_QUANT":
+        if input_values:
+            raise ConverterError(RET_INPUT_PARAM_INVALID, "--inputValue with [common_quant_param] quant_type="
+                                                          "FULL_QUANT is not supported yet (calibration feeds every "
+                                                          "input from calibrate_path)")
+        from .frontend.full_quant import quantize_full
+        where = "<proto>" if hasattr(model_file, "graph") else os.fspath(model_file)
+        full = quantize_full(source, quant, input_shape, where, debug=bool(quant.debug_info_save_path))
+        source = full.model
+        timings["full_quant"] = time.perf_counter() - t0
+        log.info("full quantization (%s, per_channel=%s): %d nodes quantized, %d weights to int8, %d biases "
+                 "corrected, %d nodes kept float", quant.activation_quant_method, quant.per_channel, len(full.nodes),
+                 len(full.weights), full.bias_corrected, len(full.excluded))
+        t0 = time.perf_counter()
     graph = import_model(source, input_shapes=input_shape, input_values=input_values)
     timings["import"] = time.perf_counter() - t0
     dynamic = None
@@ -150,6 +167,12 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
     elif dynamic is not None:
         from .passes.dynamic_quant import storage_map
         quantized, quant_rows = storage_map(graph, dynamic), dynamic.rows
+    elif full is not None:
+        from .passes.full_quant import report_rows
+        from .passes.full_quant import storage_map as full_storage_map
+        quantized = full_storage_map(graph, full.weights)
+        quant_rows = report_rows(full.weights, full.activations) if quant.debug_info_save_path else []
+        stats["full_quant"] = len(full.weights)
 
     t0 = time.perf_counter()
     metadata = {
@@ -162,7 +185,14 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
         "fp16_weights": fp16,
         "input_format": input_format,
     }
-    if quant is not None:
+    if full is not None:
+        metadata["full_quant"] = {
+            "bit_num": quant.bit_num, "activation_quant_method": quant.activation_quant_method,
+            "per_channel": quant.per_channel, "bias_correction": quant.bias_correction,
+            "calibration_inputs": full.inputs, "nodes": len(full.nodes), "quantized_nodes": full.nodes,
+            "excluded_nodes": full.excluded, "biases_corrected": full.bias_corrected,
+            "weights": len(full.weights)}
+    elif quant is not None:
         key = "weight_quant" if quant.quant_type == "WEIGHT_QUANT" else "dynamic_quant"
         metadata[key] = {"bit_num": quant.bit_num, "weights": len(quant_rows)}
         if dynamic is not None:
@@ -177,10 +207,14 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
     _make_output_dir(out_path)
     save_model(out_path, graph, metadata, artifacts or None, quantized=quantized)
     if quant_rows and quant.debug_info_save_path:
-        from .passes.weight_quant import write_report
         stem = os.path.splitext(os.path.basename(out_path))[0]
-        kind = "weight_quant" if quant.quant_type == "WEIGHT_QUANT" else "dynamic_quant"
-        log.info("%s report: %s", kind, write_report(quant_rows, quant.debug_info_save_path, stem, kind))
+        if full is not None:
+            from .passes.full_quant import write_report as write_full_report
+            log.info("full_quant report: %s", write_full_report(quant_rows, quant.debug_info_save_path, stem))
+        else:
+            from .passes.weight_quant import write_report
+            kind = "weight_quant" if quant.quant_type == "WEIGHT_QUANT" else "dynamic_quant"
+            log.info("%s report: %s", kind, write_report(quant_rows, quant.debug_info_save_path, stem, kind))
     timings["save"] = time.perf_counter() - t0
     return ConvertResult(out_path, graph, config, stats, timings)
 

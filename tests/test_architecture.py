@@ -15,7 +15,7 @@ The contract (``RULES``): no cycle between packages; ``ir`` imports no other pac
 of the converter (pipeline, passes, frontend, codegen, config, cli, api, toolchain), not even lazily; codegen
 imports no runtime and no driver package (the converter hands it the drivers' emitters); a driver's ABI record
 and binder import no llvmlite and no codegen; llvmlite only in codegen/ and kernels/*/emit.py, onnx only in
-frontend/.  Every import counts, also one inside a function: a lazy import is still a dependency.
+frontend/, onnxruntime only in cli/ and frontend/full_quant.py (FULL_QUANT's static quantizer).  Every import counts, also one inside a function: a lazy import is still a dependency.
 """
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ RULES: dict[str, set[str]] = {
 THIRD_PARTY = {            # third-party package -> the modules allowed to import it (prefixes of dotted names)
     "llvmlite": ("converter_lite.codegen", "converter_lite.kernels.*.emit"),
     "onnx": ("converter_lite.frontend",),
-    "onnxruntime": ("converter_lite.cli",),
+    # FULL_QUANT: onnxruntime's static quantizer writes the QDQ model the importer reads
+    "onnxruntime": ("converter_lite.cli", "converter_lite.frontend.full_quant"),
 }
 
 

@@ -232,7 +232,7 @@ def test_dynamic_quant_section_only_with_dynamic_quant(tmp_path):
 @pytest.mark.parametrize("body, words", [
     ("quant_type=INT8_QUANT\n", ["quant_type='INT8_QUANT'", "WEIGHT_QUANT, FULL_QUANT, DYNAMIC_QUANT"]),
     ("bit_num=8\n", ["quant_type is missing"]),
-    ("quant_type=FULL_QUANT\n", ["quant_type=FULL_QUANT is not supported yet"]),
+    ("quant_type=FULL_QUANT\n", ["quant_type=FULL_QUANT needs a [data_preprocess_param] section"]),
     ("quant_type=DYNAMIC_QUANT\nbit_num=7\n", ["bit_num=7: quant_type=DYNAMIC_QUANT supports 8 bits only"]),
     ("quant_type=WEIGHT_QUANT\nbit_num=17\n", ["bit_num=17: out of range [0, 16]"]),
     ("quant_type=WEIGHT_QUANT\nbit_num=eight\n", ["bit_num='eight': not an integer"]),

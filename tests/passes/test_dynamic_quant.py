@@ -274,7 +274,7 @@ def test_fp16_and_dynamic_quant_are_exclusive(model_file, tmp_path):
     (["quant_type=DYNAMIC_QUANT", "bit_num=16"], ["bit_num=16", "8 bits only"]),
     (["quant_type=DYNAMIC_QUANT", "min_quant_weight_channel=x"], ["min_quant_weight_channel='x': not an integer"]),
     (["quant_type=DYNAMIC_QUANT", "skip_quant_nodes=a"], ["unknown key 'skip_quant_nodes'; did you mean"]),
-    (["quant_type=FULL_QUANT"], ["quant_type=FULL_QUANT is not supported yet"]),
+    (["quant_type=FULL_QUANT"], ["quant_type=FULL_QUANT needs a [data_preprocess_param] section"]),
     (["quant_type=DYNAMIC_QUANT", "[dynamic_quant_param]", "quant_strategy=ALCW"],
      ["[dynamic_quant_param]", "quant_strategy='ALCW': must be ALWC", "or ACWL"]),
     (["quant_type=DYNAMIC_QUANT", "[dynamic_quant_param]", "quant_strategy=ACWL"],
