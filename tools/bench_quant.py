@@ -2,7 +2,7 @@
 
     python -m tools.bench_quant [--threads 2] [--quick]
 
-Five tables:
+Six tables:
 
 * **WEIGHT_QUANT** (``[common_quant_param] quant_type=WEIGHT_QUANT bit_num=8``) on the real-architecture exports of
   ``../shared/models`` (and YOLOv8n when ``make wild-models`` fetched it): the ``.ms`` size against the same model
@@ -10,6 +10,8 @@ Five tables:
   latencies (the loader dequantizes, so they should match).
 * **DYNAMIC_QUANT** (``quant_type=DYNAMIC_QUANT``) on the transformers of ``DYNAMIC_QUANT_MODELS``, the same
   columns against their float conversion.
+* **FULL_QUANT** (``full_quant``) on the CNNs of ``FULL_QUANT_MODELS``: against the float conversion and against
+  onnxruntime on its own int8 QDQ model of the network.
 * **Models quantized by onnxruntime** (``quantize_static``, QDQ, per-channel int8 weights, uint8 activations,
   8 seeded calibration inputs) for the CNN exports, in QOperator form (``QOPERATOR_MODELS``), and (``quantize_dynamic``, int8 weights, activations
   quantized per call) for the transformers and a CNN: ours against onnxruntime on the same quantized file, and
@@ -100,6 +102,56 @@ def _against_float(config: str, sources: list, threads: int, budget: Budget, wor
     return rows
 
 
+FULL_QUANT_MODELS = ("resnet_mini", "mobilenet_v2_half", "conv_net")
+CALIBRATION = 8
+
+
+def full_quant(threads: int, budget: Budget, work: str) -> list[dict]:
+    """FULL_QUANT (MAX_MIN, per channel, bias correction) with ``CALIBRATION`` seeded BIN files per model: the
+    cosine against the float conversion on an input outside them, both .ms sizes, our float and FULL_QUANT
+    latencies and onnxruntime's on its own QDQ model of the same network (quantize_static, the same calibration
+    inputs), each alone in blocks."""
+    import converter_lite
+
+    from .bench_engines import onnxruntime
+    rows = []
+    for name in FULL_QUANT_MODELS:
+        src = _source(name)
+        if not os.path.exists(src):
+            continue
+        row = {"model": name}
+        try:
+            feeds = [_onnx_feeds(src, 10 + k) for k in range(CALIBRATION)]
+            lines = []
+            for inp in feeds[0]:
+                d = os.path.join(work, f"{name}_cal_{len(lines)}")
+                os.makedirs(d, exist_ok=True)
+                for k, f in enumerate(feeds):
+                    f[inp].astype(f[inp].dtype.newbyteorder("<")).tofile(os.path.join(d, f"{k:03d}.bin"))
+                lines.append(f"{inp}:{d}")
+            cfg = os.path.join(work, f"{name}_full.cfg")
+            with open(cfg, "w") as fh:
+                fh.write("[common_quant_param]\nquant_type=FULL_QUANT\nbit_num=8\n[data_preprocess_param]\n"
+                         f"calibrate_path={','.join(lines)}\ncalibrate_size={CALIBRATION}\ninput_type=BIN\n"
+                         "[full_quant_param]\nactivation_quant_method=MAX_MIN\nper_channel=true\n")
+            fl = converter_lite.convert(src, os.path.join(work, f"{name}_float"), graph_kernel_flags="--opt_level=2")
+            fq = converter_lite.convert(src, os.path.join(work, f"{name}_full"), config_file=cfg,
+                                        graph_kernel_flags="--opt_level=2")
+            qdq = os.path.join(work, f"{name}_ort_qdq.onnx")
+            _static("QDQ")(src, qdq)
+            test = _onnx_feeds(src, 1)                     # not one of the calibration inputs
+            mf, mq = converter_lite.load(fl, num_threads=threads), converter_lite.load(fq, num_threads=threads)
+            ort = onnxruntime(qdq, test, threads)
+            row["cosine"] = min(_cosine(a, b) for a, b in zip(mf.run(test).values(), mq.run(test).values()))
+            row["float_mb"], row["quant_mb"] = os.path.getsize(fl) / 2 ** 20, os.path.getsize(fq) / 2 ** 20
+            times = interleave({"float": lambda: mf.run(test), "full": lambda: mq.run(test), "ort": ort.run}, budget)
+            row["float_ms"], row["full_ms"], row["ort_ms"] = (times[k].median for k in ("float", "full", "ort"))
+        except Exception as e:  # noqa: BLE001 - a row says what failed
+            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+        rows.append(row)
+    return rows
+
+
 def _onnx_feeds(src: str, seed: int) -> dict:
     """Seeded feeds for every input of ``src`` (floats: standard normal; token ids: [0, 500))."""
     import onnx
@@ -183,6 +235,7 @@ def measure(threads: int = 2, quick: bool = False) -> dict:
     budget = QUICK if quick else Budget(min_seconds=1.0, max_seconds=5.0, block=10)
     with tempfile.TemporaryDirectory(prefix="cl_bench_quant_") as work:
         return {"weight": weight_quant(threads, budget, work), "dynamic_quant": dynamic_quant(threads, budget, work),
+                "full_quant": full_quant(threads, budget, work),
                 "qdq": qdq(threads, budget, work),
                 "qoperator": qoperator(threads, budget, work), "dynamic": dynamic(threads, budget, work)}
 
@@ -203,6 +256,18 @@ def lines(result: dict) -> list[str]:
                        f"{r['quant_mb'] / r['float_mb']:.2f} | {r['quant_mb'] / r['onnx_mb']:.2f} | {r['cosine']:.6f} | "
                        f"{r['float_ms']:.3f} | {r['quant_ms']:.3f} | {r['quant_ms'] / r['float_ms']:.2f} |")
         out.append("")
+    out += ["FULL_QUANT (MAX_MIN, per_channel, bias_correction; 8 seeded BIN calibration inputs) against the float "
+            "conversion (cosine on an input outside the calibration set) and onnxruntime on its own QDQ model of the "
+            "same network (quantize_static, the same inputs).", "",
+            "| model | float .ms MB | FULL_QUANT .ms MB | / float | output cosine | float ms | FULL_QUANT ms | "
+            "/ float | onnxruntime QDQ ms | FULL_QUANT / ORT QDQ |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in result.get("full_quant", []):
+        if "error" in r:
+            out.append(f"| {r['model']} | {r['error']} | | | | | | | | |")
+            continue
+        out.append(f"| {r['model']} | {r['float_mb']:.2f} | {r['quant_mb']:.2f} | {r['quant_mb'] / r['float_mb']:.2f} | "
+                   f"{r['cosine']:.6f} | {r['float_ms']:.3f} | {r['full_ms']:.3f} | {r['full_ms'] / r['float_ms']:.2f} | "
+                   f"{r['ort_ms']:.3f} | {r['full_ms'] / r['ort_ms']:.2f} |")
     for key, title in (("qdq", "Models quantized by onnxruntime (quantize_static, QDQ, per-channel): ours runs the "
                                 "dense convolutions on its int8 convolution (QuantizedConv: the input quantized on "
                                 "the way in, the weights' int8 values found back from the dequantized ones), the "
