@@ -64,9 +64,13 @@ CASES = [  # (n, c, h, w, m, kh, kw, pads, dilations, strides)
 ]
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", CASES + [
+    (1, 24, 5, 5, 40, 3, 3, (1, 1, 1, 1), (1, 1), (1, 1)),           # small planes: flat runs over rows
+    (2, 8, 3, 7, 12, 3, 3, (1, 1, 1, 1), (1, 1), (1, 1)),
+    (1, 4, 9, 9, 8, 3, 3, (4, 4, 4, 4), (4, 4), (1, 1))])           # ... with a wide dilation
 @pytest.mark.parametrize("nt", [1, 3])
-def test_matches_the_integer_convolution(lib, case, nt):
+@pytest.mark.parametrize("flat", [None, False, True])
+def test_matches_the_integer_convolution(lib, case, nt, flat):
     n, c, h, wd, m, kh, kw, pads, dil, strides = case
     rng = np.random.default_rng(c * 100 + m)
     x = (rng.standard_normal((n, c, h, wd)) * 2).astype(np.float32)
@@ -78,7 +82,7 @@ def test_matches_the_integer_convolution(lib, case, nt):
     packed = PackedQConv(w, ws, sx, zx, bias)
     acc = _int_conv(_quantize(x, sx, zx), zx, w, pads, dil, strides)
     y = np.full(acc.shape, np.nan, np.float32)
-    step = qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, pads, dil, nt, strides=strides)
+    step = qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, pads, dil, nt, strides=strides, flat=flat)
     step()
     want = acc.astype(np.float32) * (sx * ws)[None, :, None, None] + bias[None, :, None, None]
     np.testing.assert_array_equal(y, want)
@@ -87,7 +91,8 @@ def test_matches_the_integer_convolution(lib, case, nt):
                                rtol=1e-5, atol=1e-5)
 
 
-def test_residual_and_clamp(lib):
+@pytest.mark.parametrize("flat", [False, True])
+def test_residual_and_clamp(lib, flat):
     rng = np.random.default_rng(7)
     x = rng.standard_normal((1, 8, 10, 10)).astype(np.float32)
     w = rng.integers(-127, 128, (8, 8, 3, 3)).astype(np.int8)
@@ -95,7 +100,8 @@ def test_residual_and_clamp(lib):
     packed = PackedQConv(w, ws, np.float32(0.05), 128, None)
     res = rng.standard_normal((1, 8, 10, 10)).astype(np.float32)
     y = np.zeros_like(res)
-    qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, (1, 1, 1, 1), (1, 1), 2, residual=res, clamp=(0.0, 6.0))()
+    qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, (1, 1, 1, 1), (1, 1), 2, residual=res, clamp=(0.0, 6.0),
+               flat=flat)()
     acc = _int_conv(_quantize(x, 0.05, 128), 128, w, (1, 1, 1, 1), (1, 1))
     want = np.clip(acc.astype(np.float32) * np.float32(0.05 * np.float32(0.01)) + res, 0, 6)
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)

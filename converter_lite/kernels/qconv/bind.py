@@ -17,7 +17,8 @@ import numpy as np
 from ..native_call import aligned, call_driver, data_address, float_bits, record
 from .abi import EXTRA, FIELDS, QUAD, STRIDES
 
-SLACK = 256                   # bytes after xq: the last row's pixel vectors read up to 2 x 64 bytes past it
+SLACK = 256                   # bytes after xq (at least): a row's or run's last pixel vectors read past its end
+FLAT_GAIN = 1.25              # flat runs pay when they fill this much more of the lanes (they store row by row)
 
 
 class PackedQConv:
@@ -52,9 +53,20 @@ def quad_offsets(cq: int, kh: int, kw: int, plane: int, row: int, dh: int, dw: i
     return koff
 
 
+def flat_pays(oh: int, ow: int, wp: int, sh: int, sw: int) -> bool:
+    """Whether stride-1 output rows are better computed as one flat run over the padded width (emit.py): when
+    they would fill fewer than ``1 / FLAT_GAIN`` of the lanes that run fills (5 x 5: 5 of 16 lanes a row, 35
+    of 48 flat)."""
+    if sh != 1 or sw != 1:
+        return False
+    rowwise = ow / (16 * -(-ow // 16))
+    flat = oh * ow / (16 * -(-(oh * wp) // 16))
+    return flat > FLAT_GAIN * rowwise
+
+
 def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, pads: tuple[int, int, int, int],
                dilations: tuple[int, int], nt: int, residual: np.ndarray | None = None,
-               clamp: tuple[float, float] | None = None, strides: tuple[int, int] = (1, 1)):
+               clamp: tuple[float, float] | None = None, strides: tuple[int, int] = (1, 1), flat: bool | None = None):
     """The bound step, or None when the buffers do not fit (not contiguous float32 NCHW, a column stride
     other than 1 or 2)."""
     n, c, h, w = x.shape
@@ -73,7 +85,8 @@ def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, 
     if residual is not None and (residual.shape != y.shape or residual.dtype != np.float32 or
                                  not residual.flags.c_contiguous):
         return None
-    xq = aligned((n * packed.cq * hp * wp * QUAD + SLACK,), np.uint8)
+    slack = max(SLACK, QUAD * (2 * 32 + (packed.kw - 1) * dilations[1]) + 64)
+    xq = aligned((n * packed.cq * hp * wp * QUAD + slack,), np.uint8)
     koff = quad_offsets(packed.cq, packed.kh, packed.kw, hp * wp, wp, *dilations, sw, wps)
     words = {"n": n, "c": c, "h": h, "w": w, "m": packed.m, "oh": oh, "ow": ow, "pt": pt, "pl": pl, "hp": hp,
              "wp": wp, "cq": packed.cq, "x": data_address(x), "xscale": data_address(packed.xscale),
@@ -81,6 +94,9 @@ def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, 
              "koff": koff.ctypes.data, "comp": data_address(packed.comp), "scale": data_address(packed.scale),
              "bias": 0 if packed.bias is None else data_address(packed.bias), "y": data_address(y),
              "residual": 0 if residual is None else data_address(residual), "sh": sh, "sw": sw, "wps": wps}
+    if flat is None:
+        flat = flat_pays(oh, ow, wp, sh, sw)
+    words["flat"] = int(bool(flat) and sh == 1 and sw == 1)
     if clamp is not None:
         words.update(clamp=1, lo=float_bits(clamp[0]), hi=float_bits(clamp[1]))
     desc = record(FIELDS, EXTRA, words)

@@ -56,8 +56,10 @@ I32P = I32.as_pointer()
 FPT = F32.as_pointer()
 _F = {name: i for i, name in enumerate(FIELDS)}
 MK_TYPE = ir.FunctionType(VOID, [BYTE_PTR, I64P, I64, BYTE_PTR, I64, FPT, I64, I64, I32P, FPT, FPT, FPT, I64,
-                                 F32, F32])
-# microkernel(xbase, koff, kq, wq, wstride, y, ystride, npix, comp, scale, bias, res, flags, lo, hi)
+                                 F32, F32, I64, I64, I64])
+# microkernel(xbase, koff, kq, wq, wstride, y, ystride, npix, comp, scale, bias, res, flags, lo, hi, wp, ow, total):
+# wp = 0: one output row, its first ``npix`` pixels at y; wp > 0 (flat mode): ``npix`` is the first flat index f of
+# the block (f = oy * wp + ox over the padded width; y, res at the plane's start), ``total`` = oh * wp
 FLAG_BIAS, FLAG_RES, FLAG_CLAMP = 1, 2, 4
 
 
@@ -72,7 +74,7 @@ def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool) -> ir.Function:
     if not fn.is_declaration:
         return fn
     dot4 = _dot4(module, vnni)
-    xb, koff, kq, wq, wstride, y, ystride, npix, comp, scale, bias, res, flags, lo, hi = fn.args
+    xb, koff, kq, wq, wstride, y, ystride, npix, comp, scale, bias, res, flags, lo, hi, fwp, fow, ftotal = fn.args
     entry = fn.append_basic_block("entry")
     head, body, done = (fn.append_basic_block(n) for n in ("t.head", "t.body", "t.done"))
     b = ir.IRBuilder(entry)
@@ -106,21 +108,48 @@ def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool) -> ir.Function:
     zero = ir.Constant(VEC, None)
     bias_at = b.select(has_bias, bias, scale)                       # (a readable address either way)
     res_at = b.select(has_res, res, y)
+    none = ir.Constant(MASK, [0] * VL)
+    res_on = b.select(has_res, ir.Constant(MASK, [1] * VL), none)
+    outs = {}
     for i in range(mr):
         ci = splat_i32(b, b.load(b.gep(comp, [c64(i)])))
         si = splat(b, b.load(b.gep(scale, [c64(i)])))
         bi = b.select(has_bias, splat(b, b.load(b.gep(bias_at, [c64(i)]))), zero)
         for v in range(nv):
-            out = b.fadd(b.fmul(b.sitofp(b.sub(acc[i, v], ci), VEC), si), bi)
-            off = b.add(b.mul(c64(i), ystride), c64(v * VL))
-            rv = b.call(mload, [b.bitcast(b.gep(res_at, [off]), VECP), ir.Constant(I32, 4),
-                                b.and_(masks[v], b.select(has_res, ir.Constant(MASK, [1] * VL),
-                                                          ir.Constant(MASK, [0] * VL))), zero])
-            out = b.select(has_res, b.fadd(out, rv), out)
-            clamped = b.select(b.fcmp_ordered("<", out, lov), lov, out)
-            clamped = b.select(b.fcmp_ordered(">", clamped, hiv), hiv, clamped)
-            out = b.select(has_clamp, clamped, out)
-            b.call(fstore, [out, b.bitcast(b.gep(y, [off]), VECP), ir.Constant(I32, 4), masks[v]])
+            outs[i, v] = b.fadd(b.fmul(b.sitofp(b.sub(acc[i, v], ci), VEC), si), bi)
+
+    def finish(bb, out, off, mask):
+        """The residual (flags), the clamp (flags), a masked store at y + off."""
+        rv = bb.call(mload, [bb.bitcast(bb.gep(res_at, [off]), VECP), ir.Constant(I32, 4), bb.and_(mask, res_on),
+                             zero])
+        out = bb.select(has_res, bb.fadd(out, rv), out)
+        clamped = bb.select(bb.fcmp_ordered("<", out, lov), lov, out)
+        clamped = bb.select(bb.fcmp_ordered(">", clamped, hiv), hiv, clamped)
+        out = bb.select(has_clamp, clamped, out)
+        bb.call(fstore, [out, bb.bitcast(bb.gep(y, [off]), VECP), ir.Constant(I32, 4), mask])
+
+    with b.if_else(b.icmp_signed("==", fwp, c64(0))) as (rowwise, flat):
+        with rowwise:
+            for i in range(mr):
+                for v in range(nv):
+                    finish(b, outs[i, v], b.add(b.mul(c64(i), ystride), c64(v * VL)), masks[v])
+        with flat:
+            # lane j of vector v is flat index f = npix + 16 v + j, output (f // wp, f % wp) when f % wp < ow and
+            # f < total: the lanes of one output row r are contiguous in y, so each row the vector touches is
+            # one masked store at y + r * ow + (f - r * wp), i.e. at base fs + r * (ow - wp) with the lane offset
+            for v in range(nv):
+                fs = b.add(npix, c64(v * VL))
+                last = smin(b, b.add(fs, c64(VL - 1)), b.sub(ftotal, c64(1)))
+                with b.if_then(b.icmp_signed("<=", fs, last)), \
+                        for_range(b, b.sdiv(fs, fwp), b.add(b.sdiv(last, fwp), c64(1)), f"row{v}") as r:
+                    lo_lane = b.sub(b.mul(r, fwp), fs)
+                    hi_lane = smin(b, b.add(lo_lane, fow), b.sub(ftotal, fs))
+                    lane = iota
+                    mask = b.and_(b.icmp_signed(">=", lane, splat_i32(b, lo_lane)),
+                                  b.icmp_signed("<", lane, splat_i32(b, hi_lane)))
+                    base = b.add(fs, b.mul(r, b.sub(fow, fwp)))
+                    for i in range(mr):
+                        finish(b, outs[i, v], b.add(b.mul(c64(i), ystride), base), mask)
     b.ret_void()
     return fn
 
@@ -205,7 +234,11 @@ def _pack_body(module: ir.Module) -> ir.Function:
 
 
 def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
-    """The pool body of phase 2: output rows ``[chunk * per, ...)`` of ``n * oh``."""
+    """The pool body of phase 2: output rows ``[chunk * per, ...)`` of ``n * oh``, or (``flat``) segments of
+    ``NPIX`` flat indices ``oy * wp + ox`` of each image's plane over the padded width: with stride 1 the pixels
+    of consecutive rows are consecutive words of the packed input at every tap, so a small plane (5 x 5) fills
+    the vectors with its rows instead of leaving 11 of 16 lanes idle; the columns past ``ow`` are computed and
+    not stored."""
     entries = [microkernel(module, mr, nv, vnni) for nv in (1, 2) for mr in range(1, MR + 1)]
     table = constant_table(module, "cl_qconv.table", MK_TYPE.as_pointer(), entries)
     fn = ir.Function(module, BODY_TYPE, f"{QCONV_SYMBOL}.rows")
@@ -213,7 +246,7 @@ def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     d, f = _fields(b, fn.args[0])
     per = b.load(b.gep(d, [c64(len(FIELDS) + 1)]))
-    rows = b.mul(f["n"], f["oh"])
+    rows = _phase2_units(b, f)
     r0 = b.mul(fn.args[1], per)
     r1 = smin(b, rows, b.add(r0, per))
     m, oh, ow, hp, wp, kq = f["m"], f["oh"], f["ow"], f["hp"], f["wp"], f["kq"]
@@ -236,26 +269,46 @@ def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
     nblk = cdiv(b, m, c64(MR))
     base_ch, extra = b.sdiv(m, nblk), b.srem(m, nblk)
     tptr = b.bitcast(table, MK_TYPE.as_pointer().as_pointer())
-    with for_range(b, r0, r1, "r") as r:
-        img, oy = b.sdiv(r, oh), b.srem(r, oh)
-        xrow = b.gep(xq, [b.add(b.mul(img, image_bytes), b.mul(b.mul(b.mul(oy, f["sh"]), wp), c64(QUAD)))])
-        yrow = b.add(b.mul(img, b.mul(m, ystride)), b.mul(oy, ow))
-        with for_range(b, 0, cdiv(b, ow, c64(NPIX)), "seg") as seg:
-            ox = b.mul(seg, c64(NPIX))
-            npix = smin(b, c64(NPIX), b.sub(ow, ox))
-            nv = b.select(b.icmp_signed(">", npix, c64(VL)), c64(2), c64(1))
-            row0 = b.mul(b.sub(nv, c64(1)), c64(MR))
-            xb = b.gep(xrow, [b.mul(ox, c64(QUAD))])
-            with for_range(b, 0, nblk, "blk") as blk:
-                o0 = b.add(b.mul(blk, base_ch), smin(b, blk, extra))
-                mr = b.add(base_ch, b.select(b.icmp_signed("<", blk, extra), c64(1), c64(0)))
-                mk = b.load(b.gep(tptr, [b.add(row0, b.sub(mr, c64(1)))]))
-                at = b.add(b.add(yrow, b.mul(o0, ystride)), ox)
-                b.call(mk, [xb, koff, kq, b.gep(wq, [b.mul(o0, wstride)]), wstride, b.gep(y, [at]), ystride,
-                            npix, b.gep(comp, [o0]), b.gep(scale, [o0]), b.gep(bias, [o0]), b.gep(res, [at]),
-                            flags, lo, hi])
+    flat = b.icmp_signed("!=", f["flat"], c64(0))
+    total = b.mul(oh, wp)
+    nseg = cdiv(b, total, c64(NPIX))
+    zero64 = c64(0)
+
+    def blocks(xb, ybase, npix, count, wp_arg, ow_arg, total_arg):
+        """Every block of output channels of one pixel segment (``count`` pixels)."""
+        nv = b.select(b.icmp_signed(">", count, c64(VL)), c64(2), c64(1))
+        row0 = b.mul(b.sub(nv, c64(1)), c64(MR))
+        with for_range(b, 0, nblk, "blk") as blk:
+            o0 = b.add(b.mul(blk, base_ch), smin(b, blk, extra))
+            mr = b.add(base_ch, b.select(b.icmp_signed("<", blk, extra), c64(1), c64(0)))
+            mk = b.load(b.gep(tptr, [b.add(row0, b.sub(mr, c64(1)))]))
+            at = b.add(ybase, b.mul(o0, ystride))
+            b.call(mk, [xb, koff, kq, b.gep(wq, [b.mul(o0, wstride)]), wstride, b.gep(y, [at]), ystride,
+                        npix, b.gep(comp, [o0]), b.gep(scale, [o0]), b.gep(bias, [o0]), b.gep(res, [at]),
+                        flags, lo, hi, wp_arg, ow_arg, total_arg])
+
+    with b.if_else(flat) as (flat_mode, row_mode):
+        with flat_mode, for_range(b, r0, r1, "u") as u:     # units: segments of the flat padded-width plane
+            img, seg = b.sdiv(u, nseg), b.srem(u, nseg)
+            f0 = b.mul(seg, c64(NPIX))
+            xb = b.gep(xq, [b.add(b.mul(img, image_bytes), b.mul(f0, c64(QUAD)))])
+            blocks(xb, b.mul(img, b.mul(m, ystride)), f0, smin(b, c64(NPIX), b.sub(total, f0)), wp, ow, total)
+        with row_mode, for_range(b, r0, r1, "r") as r:       # units: output rows
+            img, oy = b.sdiv(r, oh), b.srem(r, oh)
+            xrow = b.gep(xq, [b.add(b.mul(img, image_bytes), b.mul(b.mul(b.mul(oy, f["sh"]), wp), c64(QUAD)))])
+            yrow = b.add(b.mul(img, b.mul(m, ystride)), b.mul(oy, ow))
+            with for_range(b, 0, cdiv(b, ow, c64(NPIX)), "seg") as seg:
+                ox = b.mul(seg, c64(NPIX))
+                npix = smin(b, c64(NPIX), b.sub(ow, ox))
+                blocks(b.gep(xrow, [b.mul(ox, c64(QUAD))]), b.add(yrow, ox), npix, npix, zero64, zero64, zero64)
     b.ret_void()
     return fn
+
+
+def _phase2_units(b: ir.IRBuilder, f: dict) -> ir.Value:
+    """Phase 2's units: output rows, or (``flat``) the flat runs of every image."""
+    return b.select(b.icmp_signed("!=", f["flat"], c64(0)),
+                    b.mul(f["n"], cdiv(b, b.mul(f["oh"], f["wp"]), c64(NPIX))), b.mul(f["n"], f["oh"]))
 
 
 def emit_qconv(module: ir.Module, features: frozenset[str] = frozenset()) -> ir.Function:
@@ -267,7 +320,7 @@ def emit_qconv(module: ir.Module, features: frozenset[str] = frozenset()) -> ir.
     planes = b.mul(b.mul(f["n"], f["cq"]), f["hp"])                    # (padded rows to pack)
     per = cdiv(b, planes, nt)
     b.store(per, b.gep(d, [c64(len(FIELDS))]))
-    rows = b.mul(f["n"], f["oh"])
+    rows = _phase2_units(b, f)
     per_rows = cdiv(b, rows, nt)
     b.store(per_rows, b.gep(d, [c64(len(FIELDS) + 1)]))
     with b.if_then(b.and_(b.icmp_signed(">", planes, c64(0)), b.icmp_signed(">", rows, c64(0)))):
