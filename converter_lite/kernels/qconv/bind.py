@@ -5,7 +5,7 @@
 per-channel int32 ``comp = x_zero_point * sum(w[o])``, float32 ``scale = x_scale * w_scale[o]`` and the bias.
 
 ``qconv_step(address, packed, x, y, geometry, nt, residual=None, clamp=None)`` -> the bound step: the record
-(abi.FIELDS) and the packed-input workspace ``xq`` (``n * cq * hp * wp * 4`` bytes and a slack the pixel vectors
+(abi.FIELDS) and the packed-input workspace ``xq`` (``n * cq * plane * 4`` bytes and a slack the pixel vectors
 of a row's last segment may read past the end).
 """
 from __future__ import annotations
@@ -42,25 +42,24 @@ class PackedQConv:
 
 
 @functools.lru_cache(maxsize=256)
-def quad_offsets(cq: int, kh: int, kw: int, plane: int, row: int, dh: int, dw: int, sw: int, wps: int) -> np.ndarray:
-    """``koff[kq]``: the byte offset in the packed input (rows of ``sw`` column phases of ``wps`` words) of every
-    tap ``(c/4, ky, kx)``."""
+def quad_offsets(cq: int, kh: int, kw: int, plane: int, dh: int, dw: int, sh: int, sw: int, hps: int,
+                 wps: int) -> np.ndarray:
+    """``koff[kq]``: the word offset (in bytes) in the packed input of every tap ``(c/4, ky, kx)``: its channel
+    quad's plane, the phase plane of its row and column offsets, the position in it (emit.py)."""
     q, ky, kx = np.meshgrid(np.arange(cq), np.arange(kh), np.arange(kw), indexing="ij")
-    col = kx * dw
-    koff = (q * plane + ky * dh * row + (col % sw) * wps + col // sw) * QUAD
-    koff = np.ascontiguousarray(koff.reshape(-1), dtype=np.int64)
+    row, col = ky * dh, kx * dw
+    koff = q * plane + ((row % sh) * sw + col % sw) * hps * wps + (row // sh) * wps + col // sw
+    koff = np.ascontiguousarray(koff.reshape(-1) * QUAD, dtype=np.int64)
     koff.setflags(write=False)
     return koff
 
 
-def flat_pays(oh: int, ow: int, wp: int, sh: int, sw: int) -> bool:
-    """Whether stride-1 output rows are better computed as one flat run over the padded width (emit.py): when
-    they would fill fewer than ``1 / FLAT_GAIN`` of the lanes that run fills (5 x 5: 5 of 16 lanes a row, 35
-    of 48 flat)."""
-    if sh != 1 or sw != 1:
-        return False
+def flat_pays(oh: int, ow: int, wps: int) -> bool:
+    """Whether the output rows are better computed as one flat run over the phase planes' width ``wps``
+    (emit.py): when that fills ``FLAT_GAIN`` times the lanes the rows one by one would (5 x 5: 5 of 16 lanes a
+    row, 25 of 48 flat)."""
     rowwise = ow / (16 * -(-ow // 16))
-    flat = oh * ow / (16 * -(-(oh * wp) // 16))
+    flat = oh * ow / (16 * -(-(oh * wps) // 16))
     return flat > FLAT_GAIN * rowwise
 
 
@@ -74,11 +73,11 @@ def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, 
     sh, sw = strides
     if sw not in STRIDES or sh < 1:
         return None
-    hp, wpad = h + pt + pb, w + pl + pr
-    wps = -(-wpad // sw)
-    wp = sw * wps                                           # words per packed row (its column phases)
+    hp, wp = h + pt + pb, w + pl + pr
+    hps, wps = -(-hp // sh), -(-wp // sw)                  # a phase plane's rows and words per row
+    plane = sh * sw * hps * wps                             # words per channel quad
     oh = (hp - dilations[0] * (packed.kh - 1) - 1) // sh + 1
-    ow = (wpad - dilations[1] * (packed.kw - 1) - 1) // sw + 1
+    ow = (wp - dilations[1] * (packed.kw - 1) - 1) // sw + 1
     if c != packed.c or y.shape != (n, packed.m, oh, ow) or x.dtype != np.float32 or y.dtype != np.float32 or \
             not x.flags.c_contiguous or not y.flags.c_contiguous or min(oh, ow) <= 0:
         return None
@@ -86,17 +85,18 @@ def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, 
                                  not residual.flags.c_contiguous):
         return None
     slack = max(SLACK, QUAD * (2 * 32 + (packed.kw - 1) * dilations[1]) + 64)
-    xq = aligned((n * packed.cq * hp * wp * QUAD + slack,), np.uint8)
-    koff = quad_offsets(packed.cq, packed.kh, packed.kw, hp * wp, wp, *dilations, sw, wps)
+    xq = aligned((n * packed.cq * plane * QUAD + slack,), np.uint8)
+    koff = quad_offsets(packed.cq, packed.kh, packed.kw, plane, *dilations, sh, sw, hps, wps)
     words = {"n": n, "c": c, "h": h, "w": w, "m": packed.m, "oh": oh, "ow": ow, "pt": pt, "pl": pl, "hp": hp,
              "wp": wp, "cq": packed.cq, "x": data_address(x), "xscale": data_address(packed.xscale),
              "xzp": packed.xzp, "xq": data_address(xq), "wq": data_address(packed.wq), "kq": packed.kq,
              "koff": koff.ctypes.data, "comp": data_address(packed.comp), "scale": data_address(packed.scale),
              "bias": 0 if packed.bias is None else data_address(packed.bias), "y": data_address(y),
-             "residual": 0 if residual is None else data_address(residual), "sh": sh, "sw": sw, "wps": wps}
+             "residual": 0 if residual is None else data_address(residual), "sh": sh, "sw": sw, "wps": wps,
+             "hps": hps, "plane": plane}
     if flat is None:
-        flat = flat_pays(oh, ow, wp, sh, sw)
-    words["flat"] = int(bool(flat) and sh == 1 and sw == 1)
+        flat = flat_pays(oh, ow, wps)
+    words["flat"] = int(bool(flat))
     if clamp is not None:
         words.update(clamp=1, lo=float_bits(clamp[0]), hi=float_bits(clamp[1]))
     desc = record(FIELDS, EXTRA, words)

@@ -5,11 +5,12 @@
 Two phases, each across the thread pool:
 
 1. **Quantize and pack** (chunks of padded rows): the float32 input ``x [n][c][h][w]`` becomes ``xq
-   [n][c/4][hp][sw][wps][4]`` uint8 -- four consecutive input channels per int32 word, the borders (and the
-   channels past ``c``) holding the zero point, which is what a zero of the float input quantizes to; with
-   column stride ``sw`` = 2 each padded row is stored as its even columns then its odd ones (two shuffled
-   halves of each 16-pixel vector), so
-   the pixels of an output row read consecutive words at every tap.  Each value is
+   [n][c/4][sh][sw][hps][wps][4]`` uint8 -- four consecutive input channels per int32 word, the borders (and
+   the channels past ``c``) holding the zero point, which is what a zero of the float input quantizes to.  With
+   strides ``sh x sw`` the padded plane is split into ``sh * sw`` phase planes (padded row ``i`` and column ``j``
+   in phase plane ``(i % sh, j % sw)`` at ``(i // sh, j // sw)``; column stride 2 writes the two shuffled halves
+   of each 16-pixel vector), so at every tap the pixels of an output row, and output rows one after the other,
+   are consecutive words: a strided convolution reads like a stride-1 one.  Each value is
    ``saturate(round_half_even(x / scale) + zero_point)`` (NaN -> 0), QuantizeLinear's arithmetic; 16 pixels of
    four channel rows become one 64-byte store.
 2. **Convolve** (chunks of output rows): per output row, segments of up to 32 pixels and blocks of up to ``MR``
@@ -167,7 +168,8 @@ def _pack_body(module: ir.Module) -> ir.Function:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     d, f = _fields(b, fn.args[0])
     per = b.load(b.gep(d, [c64(len(FIELDS))]))
-    c, h, w, hp, wp = f["c"], f["h"], f["w"], f["hp"], f["wp"]
+    c, h, w, hp, hps, wps, plane_words = f["c"], f["h"], f["w"], f["hp"], f["hps"], f["wps"], f["plane"]
+    sh, sw = f["sh"], f["sw"]
     rows = b.mul(b.mul(f["n"], f["cq"]), hp)
     r0 = b.mul(fn.args[1], per)
     r1 = smin(b, rows, b.add(r0, per))
@@ -190,10 +192,15 @@ def _pack_body(module: ir.Module) -> ir.Function:
     with for_range(b, r0, r1, "r") as r:
         plane, iyp = b.sdiv(r, hp), b.srem(r, hp)
         img, q = b.sdiv(plane, f["cq"]), b.srem(plane, f["cq"])
-        row = b.gep(xq, [b.mul(r, wp)])
-        with for_range(b, 0, cdiv(b, wp, c64(VL)), "fill") as k:                 # the zero point's word
-            mask = b.icmp_signed("<", iota, splat_i32(b, b.sub(wp, b.mul(k, c64(VL)))))
-            b.call(istore, [zword, b.bitcast(b.gep(row, [b.mul(k, c64(VL))]), IVECP), ir.Constant(I32, 4), mask])
+        # the row's words in its row phase: phase plane (iyp % sh, column phase), position iyp // sh
+        phase_words = b.mul(hps, wps)
+        row = b.gep(xq, [b.add(b.mul(plane, plane_words),
+                               b.add(b.mul(b.mul(b.srem(iyp, sh), sw), phase_words), b.mul(b.sdiv(iyp, sh), wps)))])
+        with for_range(b, 0, sw, "cp") as cp, \
+                for_range(b, 0, cdiv(b, wps, c64(VL)), "fill") as k:            # the zero point's word
+            mask = b.icmp_signed("<", iota, splat_i32(b, b.sub(wps, b.mul(k, c64(VL)))))
+            at = b.gep(row, [b.add(b.mul(cp, phase_words), b.mul(k, c64(VL)))])
+            b.call(istore, [zword, b.bitcast(at, IVECP), ir.Constant(I32, 4), mask])
         iy = b.sub(iyp, f["pt"])
         inside = b.and_(b.icmp_signed(">=", iy, c64(0)), b.icmp_signed("<", iy, h))
         with b.if_then(inside), for_range(b, 0, cdiv(b, w, c64(VL)), "ix") as ixb:
@@ -227,7 +234,7 @@ def _pack_body(module: ir.Module) -> ir.Function:
                         pos = b.sdiv(b.add(col, c64(first)), c64(2))
                         n_part = b.sdiv(b.add(count, c64(1 - first)), c64(2))
                         pmask = b.icmp_signed("<", half, splat_i32(b, smin(b, n_part, c64(VL // 2))))
-                        at = b.gep(row, [b.add(b.mul(ph, f["wps"]), pos)])
+                        at = b.gep(row, [b.add(b.mul(ph, phase_words), pos)])
                         b.call(istore, [part, b.bitcast(at, IVECP), ir.Constant(I32, 4), pmask])
     b.ret_void()
     return fn
@@ -235,10 +242,9 @@ def _pack_body(module: ir.Module) -> ir.Function:
 
 def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
     """The pool body of phase 2: output rows ``[chunk * per, ...)`` of ``n * oh``, or (``flat``) segments of
-    ``NPIX`` flat indices ``oy * wp + ox`` of each image's plane over the padded width: with stride 1 the pixels
-    of consecutive rows are consecutive words of the packed input at every tap, so a small plane (5 x 5) fills
-    the vectors with its rows instead of leaving 11 of 16 lanes idle; the columns past ``ow`` are computed and
-    not stored."""
+    ``NPIX`` flat indices ``oy * wps + ox`` of each image's phase plane width: the pixels of consecutive rows are
+    consecutive words of the packed input at every tap, so a small plane (5 x 5) fills the vectors with its rows
+    instead of leaving 11 of 16 lanes idle; the columns past ``ow`` are computed and not stored."""
     entries = [microkernel(module, mr, nv, vnni) for nv in (1, 2) for mr in range(1, MR + 1)]
     table = constant_table(module, "cl_qconv.table", MK_TYPE.as_pointer(), entries)
     fn = ir.Function(module, BODY_TYPE, f"{QCONV_SYMBOL}.rows")
@@ -249,7 +255,7 @@ def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
     rows = _phase2_units(b, f)
     r0 = b.mul(fn.args[1], per)
     r1 = smin(b, rows, b.add(r0, per))
-    m, oh, ow, hp, wp, kq = f["m"], f["oh"], f["ow"], f["hp"], f["wp"], f["kq"]
+    m, oh, ow, wps, kq = f["m"], f["oh"], f["ow"], f["wps"], f["kq"]
     xq = b.inttoptr(f["xq"], BYTE_PTR)
     wq = b.inttoptr(f["wq"], BYTE_PTR)
     koff = b.inttoptr(f["koff"], I64P)
@@ -265,12 +271,12 @@ def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
     hi = b.fptrunc(b.bitcast(f["hi"], F64), F32)
     wstride = b.mul(kq, c64(QUAD))
     ystride = b.mul(oh, ow)
-    image_bytes = b.mul(b.mul(f["cq"], b.mul(hp, wp)), c64(QUAD))
+    image_bytes = b.mul(b.mul(f["cq"], f["plane"]), c64(QUAD))
     nblk = cdiv(b, m, c64(MR))
     base_ch, extra = b.sdiv(m, nblk), b.srem(m, nblk)
     tptr = b.bitcast(table, MK_TYPE.as_pointer().as_pointer())
     flat = b.icmp_signed("!=", f["flat"], c64(0))
-    total = b.mul(oh, wp)
+    total = b.mul(oh, wps)
     nseg = cdiv(b, total, c64(NPIX))
     zero64 = c64(0)
 
@@ -292,10 +298,10 @@ def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
             img, seg = b.sdiv(u, nseg), b.srem(u, nseg)
             f0 = b.mul(seg, c64(NPIX))
             xb = b.gep(xq, [b.add(b.mul(img, image_bytes), b.mul(f0, c64(QUAD)))])
-            blocks(xb, b.mul(img, b.mul(m, ystride)), f0, smin(b, c64(NPIX), b.sub(total, f0)), wp, ow, total)
+            blocks(xb, b.mul(img, b.mul(m, ystride)), f0, smin(b, c64(NPIX), b.sub(total, f0)), wps, ow, total)
         with row_mode, for_range(b, r0, r1, "r") as r:       # units: output rows
             img, oy = b.sdiv(r, oh), b.srem(r, oh)
-            xrow = b.gep(xq, [b.add(b.mul(img, image_bytes), b.mul(b.mul(b.mul(oy, f["sh"]), wp), c64(QUAD)))])
+            xrow = b.gep(xq, [b.add(b.mul(img, image_bytes), b.mul(b.mul(oy, wps), c64(QUAD)))])
             yrow = b.add(b.mul(img, b.mul(m, ystride)), b.mul(oy, ow))
             with for_range(b, 0, cdiv(b, ow, c64(NPIX)), "seg") as seg:
                 ox = b.mul(seg, c64(NPIX))
@@ -308,7 +314,7 @@ def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
 def _phase2_units(b: ir.IRBuilder, f: dict) -> ir.Value:
     """Phase 2's units: output rows, or (``flat``) the flat runs of every image."""
     return b.select(b.icmp_signed("!=", f["flat"], c64(0)),
-                    b.mul(f["n"], cdiv(b, b.mul(f["oh"], f["wp"]), c64(NPIX))), b.mul(f["n"], f["oh"]))
+                    b.mul(f["n"], cdiv(b, b.mul(f["oh"], f["wps"]), c64(NPIX))), b.mul(f["n"], f["oh"]))
 
 
 def emit_qconv(module: ir.Module, features: frozenset[str] = frozenset()) -> ir.Function:
