@@ -280,41 +280,46 @@ def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
     nseg = cdiv(b, total, c64(NPIX))
     zero64 = c64(0)
 
-    def blocks(xb, ybase, npix, count, wp_arg, ow_arg, total_arg):
-        """Every block of output channels of one pixel segment (``count`` pixels)."""
+    def block(blk, xb, ybase, npix, count, wp_arg, ow_arg, total_arg):
+        """Output-channel block ``blk`` of one pixel segment (``count`` pixels)."""
         nv = b.select(b.icmp_signed(">", count, c64(VL)), c64(2), c64(1))
         row0 = b.mul(b.sub(nv, c64(1)), c64(MR))
-        with for_range(b, 0, nblk, "blk") as blk:
-            o0 = b.add(b.mul(blk, base_ch), smin(b, blk, extra))
-            mr = b.add(base_ch, b.select(b.icmp_signed("<", blk, extra), c64(1), c64(0)))
-            mk = b.load(b.gep(tptr, [b.add(row0, b.sub(mr, c64(1)))]))
-            at = b.add(ybase, b.mul(o0, ystride))
-            b.call(mk, [xb, koff, kq, b.gep(wq, [b.mul(o0, wstride)]), wstride, b.gep(y, [at]), ystride,
-                        npix, b.gep(comp, [o0]), b.gep(scale, [o0]), b.gep(bias, [o0]), b.gep(res, [at]),
-                        flags, lo, hi, wp_arg, ow_arg, total_arg])
+        o0 = b.add(b.mul(blk, base_ch), smin(b, blk, extra))
+        mr = b.add(base_ch, b.select(b.icmp_signed("<", blk, extra), c64(1), c64(0)))
+        mk = b.load(b.gep(tptr, [b.add(row0, b.sub(mr, c64(1)))]))
+        at = b.add(ybase, b.mul(o0, ystride))
+        b.call(mk, [xb, koff, kq, b.gep(wq, [b.mul(o0, wstride)]), wstride, b.gep(y, [at]), ystride,
+                    npix, b.gep(comp, [o0]), b.gep(scale, [o0]), b.gep(bias, [o0]), b.gep(res, [at]),
+                    flags, lo, hi, wp_arg, ow_arg, total_arg])
 
+    # units: (flat run or output row) x output-channel block, the block fastest (a chunk's units share pixels)
     with b.if_else(flat) as (flat_mode, row_mode):
-        with flat_mode, for_range(b, r0, r1, "u") as u:     # units: segments of the flat padded-width plane
-            img, seg = b.sdiv(u, nseg), b.srem(u, nseg)
+        with flat_mode, for_range(b, r0, r1, "u") as u:
+            blk, run = b.srem(u, nblk), b.sdiv(u, nblk)
+            img, seg = b.sdiv(run, nseg), b.srem(run, nseg)
             f0 = b.mul(seg, c64(NPIX))
             xb = b.gep(xq, [b.add(b.mul(img, image_bytes), b.mul(f0, c64(QUAD)))])
-            blocks(xb, b.mul(img, b.mul(m, ystride)), f0, smin(b, c64(NPIX), b.sub(total, f0)), wps, ow, total)
-        with row_mode, for_range(b, r0, r1, "r") as r:       # units: output rows
+            block(blk, xb, b.mul(img, b.mul(m, ystride)), f0, smin(b, c64(NPIX), b.sub(total, f0)), wps, ow, total)
+        with row_mode, for_range(b, r0, r1, "r") as u:
+            blk, r = b.srem(u, nblk), b.sdiv(u, nblk)
             img, oy = b.sdiv(r, oh), b.srem(r, oh)
             xrow = b.gep(xq, [b.add(b.mul(img, image_bytes), b.mul(b.mul(oy, wps), c64(QUAD)))])
             yrow = b.add(b.mul(img, b.mul(m, ystride)), b.mul(oy, ow))
             with for_range(b, 0, cdiv(b, ow, c64(NPIX)), "seg") as seg:
                 ox = b.mul(seg, c64(NPIX))
                 npix = smin(b, c64(NPIX), b.sub(ow, ox))
-                blocks(b.gep(xrow, [b.mul(ox, c64(QUAD))]), b.add(yrow, ox), npix, npix, zero64, zero64, zero64)
+                block(blk, b.gep(xrow, [b.mul(ox, c64(QUAD))]), b.add(yrow, ox), npix, npix, zero64, zero64,
+                      zero64)
     b.ret_void()
     return fn
 
 
 def _phase2_units(b: ir.IRBuilder, f: dict) -> ir.Value:
-    """Phase 2's units: output rows, or (``flat``) the flat runs of every image."""
-    return b.select(b.icmp_signed("!=", f["flat"], c64(0)),
-                    b.mul(f["n"], cdiv(b, b.mul(f["oh"], f["wps"]), c64(NPIX))), b.mul(f["n"], f["oh"]))
+    """Phase 2's units: output rows, or (``flat``) the flat runs of every image, times the blocks of output
+    channels (a 5 x 5 plane has two runs: its 256 channels' 22 blocks are what two threads share)."""
+    pixels = b.select(b.icmp_signed("!=", f["flat"], c64(0)),
+                      b.mul(f["n"], cdiv(b, b.mul(f["oh"], f["wps"]), c64(NPIX))), b.mul(f["n"], f["oh"]))
+    return b.mul(pixels, cdiv(b, f["m"], c64(MR)))
 
 
 def emit_qconv(module: ir.Module, features: frozenset[str] = frozenset()) -> ir.Function:
