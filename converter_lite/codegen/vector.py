@@ -131,14 +131,14 @@ def flag_versions(fn: ir.Function, b: ir.IRBuilder, flags: ir.Value, emit) -> No
 
 def tap_loop_head(b: ir.IRBuilder, head: ir.Block, entry: ir.Block, init: dict) -> tuple[ir.Value, dict]:
     """Branches from ``entry`` to ``head`` and emits there the loop counter (from 0) and one accumulator phi per
-    key of ``init`` (starting at its value); the body adds the incoming values."""
+    key of ``init`` (starting at its value, of its type); the body adds the incoming values."""
     b.branch(head)
     b.position_at_end(head)
     k = b.phi(I64, "k")
     k.add_incoming(c64(0), entry)
     accs = {}
     for key, start in init.items():
-        phi = b.phi(VEC, "acc" + "_".join(map(str, key)))
+        phi = b.phi(start.type, "acc" + "_".join(map(str, key)))
         phi.add_incoming(start, entry)
         accs[key] = phi
     return k, accs

@@ -30,7 +30,6 @@ float one), written by passes/weight_quant.py ``write_report(..., kind="dynamic_
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,7 +39,7 @@ from ..ir.dtype import DType
 from ..model.quantized import QuantizedWeight, quantize
 from ..ops.builder import GraphBuilder, fresh_name
 from ..quant_config import DynamicQuantConfig
-from .weight_quant import is_skipped, report_row
+from .weight_quant import constant_arrays, digest, is_skipped, report_row
 
 BITS = 8
 
@@ -153,41 +152,22 @@ def _rewrite(g: Graph, node: Node, site: _Site, weight: tuple[Value, Value, np.n
     g.remove_node(node)
 
 
-def _digest(a: np.ndarray) -> bytes:
-    return hashlib.blake2b(np.ascontiguousarray(a).tobytes(), digest_size=16).digest()
-
-
-def _arrays(graph: Graph):
-    """Every constant array and array attribute of ``graph`` and the graphs nested in its nodes' attributes."""
-    todo = [graph]
-    while todo:
-        g = todo.pop()
-        for v in g.constants():
-            yield v.const
-        for n in g.nodes:
-            for a in n.attrs.values():
-                if isinstance(a, Graph):
-                    todo.append(a)
-                elif isinstance(a, np.ndarray):
-                    yield a
-
-
 def storage_map(graph: Graph, result: DynamicQuantResult) -> dict[int, QuantizedWeight]:
     """{id(array): QuantizedWeight} for model/format.py ``save_model``: the float32 constants of the optimized
     ``graph`` that hold exactly one of ``result``'s int8 weights (or its transpose), stored as those int8 values
     with scale 1, so the file keeps the weights in 8 bits whatever form the optimizer gave them."""
     known: set[tuple[tuple[int, ...], bytes]] = set()
     for q in result.weights:
-        known.add((q.shape, _digest(q)))
-        known.add((q.T.shape, _digest(q.T)))
+        known.add((q.shape, digest(q)))
+        known.add((q.T.shape, digest(q.T)))
     shapes = {s for s, _ in known}
     out: dict[int, QuantizedWeight] = {}
-    for a in _arrays(graph):
+    for a in constant_arrays(graph):
         if a.dtype != np.float32 or a.ndim != 2 or a.shape not in shapes or id(a) in out:
             continue
         if not (np.all(np.abs(a) <= 127) and np.array_equal(a, np.rint(a))):
             continue
         q = a.astype(np.int8)
-        if (a.shape, _digest(q)) in known:
+        if (a.shape, digest(q)) in known:
             out[id(a)] = QuantizedWeight(q, np.ones(a.shape[1], np.float32), 1, BITS, a.dtype)
     return out

@@ -15,35 +15,16 @@ the first calibration input) and one per int8 weight (as passes/weight_quant.py'
 from __future__ import annotations
 
 import csv
-import hashlib
 import os
 
 import numpy as np
 
 from ..ir.core import Graph
 from ..model.quantized import QuantizedWeight, dequantize
+from .weight_quant import constant_arrays, digest
 
 BITS = 8
 REPORT_FIELDS = ("kind", "node", "op", "tensor", "shape", "bits", "axis", "max_abs_error", "cosine")
-
-
-def _digest(a: np.ndarray) -> bytes:
-    return hashlib.blake2b(np.ascontiguousarray(a).tobytes(), digest_size=16).digest()
-
-
-def _arrays(graph: Graph):
-    """Every constant array and array attribute of ``graph`` and the graphs nested in its nodes' attributes."""
-    todo = [graph]
-    while todo:
-        g = todo.pop()
-        for v in g.constants():
-            yield v.const
-        for n in g.nodes:
-            for a in n.attrs.values():
-                if isinstance(a, Graph):
-                    todo.append(a)
-                elif isinstance(a, np.ndarray):
-                    yield a
 
 
 def _candidates(records) -> dict[bytes, list]:
@@ -52,9 +33,9 @@ def _candidates(records) -> dict[bytes, list]:
     out: dict[bytes, list] = {}
     for r in records:
         deq = dequantize(r.q, r.scale, r.axis, np.float32)
-        out.setdefault(_digest(deq), []).append((r, False))
+        out.setdefault(digest(deq), []).append((r, False))
         if deq.ndim == 2:
-            out.setdefault(_digest(deq.T), []).append((r, True))
+            out.setdefault(digest(deq.T), []).append((r, True))
     return out
 
 
@@ -74,10 +55,10 @@ def storage_map(graph: Graph, records) -> dict[int, QuantizedWeight]:
     ``graph`` that are exactly one of ``records``' (frontend/full_quant.py WeightRecord) dequantized weights."""
     found = _candidates(records)
     out: dict[int, QuantizedWeight] = {}
-    for a in _arrays(graph):
+    for a in constant_arrays(graph):
         if a.dtype != np.float32 or a.ndim == 0 or id(a) in out:
             continue
-        for r, transposed in found.get(_digest(a), ()):
+        for r, transposed in found.get(digest(a), ()):
             qw = _stored_as(a, r, transposed)
             if qw is not None:
                 out[id(a)] = qw

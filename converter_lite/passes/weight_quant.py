@@ -16,6 +16,7 @@ axis, max |error|, cosine with the float weight), which ``debug_info_save_path``
 from __future__ import annotations
 
 import csv
+import hashlib
 import os
 
 import numpy as np
@@ -100,3 +101,23 @@ def write_report(rows: list[dict], directory: str, model_name: str, kind: str = 
             out.writerow({**r, "max_abs_error": f"{r['max_abs_error']:.6g}", "cosine": f"{r['cosine']:.8f}"})
     os.replace(tmp, path)
     return path
+
+
+def digest(a: np.ndarray) -> bytes:
+    """A 16-byte digest of an array's bytes (finding the folded form of a quantized weight by content)."""
+    return hashlib.blake2b(np.ascontiguousarray(a).tobytes(), digest_size=16).digest()
+
+
+def constant_arrays(graph: Graph):
+    """Every constant array and array attribute of ``graph`` and the graphs nested in its nodes' attributes."""
+    todo = [graph]
+    while todo:
+        g = todo.pop()
+        for v in g.constants():
+            yield v.const
+        for n in g.nodes:
+            for a in n.attrs.values():
+                if isinstance(a, Graph):
+                    todo.append(a)
+                elif isinstance(a, np.ndarray):
+                    yield a

@@ -44,6 +44,7 @@ from ...codegen.vector import (
     smin,
     splat,
     splat_i32,
+    tap_loop_head,
 )
 from ..qgemm.emit import VNNI_FEATURES, _dot4, _masked_store
 from .abi import EXTRA, FIELDS, QCONV_SYMBOL, QUAD
@@ -80,15 +81,7 @@ def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool) -> ir.Function:
     head, body, done = (fn.append_basic_block(n) for n in ("t.head", "t.body", "t.done"))
     b = ir.IRBuilder(entry)
     wrows = [b.bitcast(b.gep(wq, [b.mul(c64(i), wstride)]), I32P) for i in range(mr)]
-    b.branch(head)
-    b.position_at_end(head)
-    t = b.phi(I64, "t")
-    t.add_incoming(c64(0), entry)
-    acc = {}
-    for i in range(mr):
-        for v in range(nv):
-            acc[i, v] = b.phi(IVEC, f"acc{i}_{v}")
-            acc[i, v].add_incoming(ir.Constant(IVEC, None), entry)
+    t, acc = tap_loop_head(b, head, entry, {(i, v): ir.Constant(IVEC, None) for i in range(mr) for v in range(nv)})
     b.cbranch(b.icmp_signed("<", t, kq), body, done)
     b.position_at_end(body)
     at = b.gep(xb, [b.load(b.gep(koff, [t]))])

@@ -41,7 +41,7 @@ from ...codegen.internal import constant_table, internal_function, prefetch
 from ...codegen.loops import for_range, loop_id
 from ...codegen.threadpool import BODY_TYPE, declare_pool
 from ...codegen.types import BYTE_PTR, BYTE_PTR_PTR, F32, I32, I64, VOID
-from ...codegen.vector import MASK, VEC, VL, c64, smin, splat, splat_i32
+from ...codegen.vector import MASK, VEC, VL, c64, smin, splat, splat_i32, tap_loop_head
 from .abi import FIELDS, FLAG_INT32, PANEL, QGEMM_SYMBOL, QUAD, TILE_FIELDS
 
 MR = 12                         # rows per block: 2 * MR int32 sums + 2 weight vectors + 1 broadcast (of 32)
@@ -93,15 +93,7 @@ def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool) -> ir.Function:
     zero = ir.Constant(IVEC, None)
     rows = [b.bitcast(b.gep(a, [b.mul(c64(i), lda)]), I32.as_pointer()) for i in range(mr)]
     panel = b.bitcast(bp, IVECP)
-    b.branch(head)
-    b.position_at_end(head)
-    k = b.phi(I64, "q")
-    k.add_incoming(c64(0), entry)
-    acc = {}
-    for i in range(mr):
-        for v in range(nv):
-            acc[i, v] = b.phi(IVEC, f"acc{i}_{v}")
-            acc[i, v].add_incoming(zero, entry)
+    k, acc = tap_loop_head(b, head, entry, {(i, v): zero for i in range(mr) for v in range(nv)})
     b.cbranch(b.icmp_signed("<", k, kq), body, done)
     b.position_at_end(body)
     step = b.gep(panel, [b.mul(k, c64(PANEL // VL))])
