@@ -52,6 +52,27 @@ def driver_entry(module: ir.Module, symbol: str) -> tuple[ir.Function, ir.IRBuil
     return fn, b, desc, b.select(b.icmp_signed("<", nthreads, one), one, nthreads)
 
 
+def tiles_entry(module: ir.Module, symbol: str, tile: ir.Function) -> ir.Function:
+    """A tile driver's exported ``void symbol(i8* tiles, i64 ntiles, i64 nthreads)``: the pool body ``tile``
+    (``void (i8** tiles, i64 t)``) over every tile across the thread pool, or on the calling thread when
+    ``nthreads <= 1`` or there is one tile."""
+    from .loops import for_range
+    from .threadpool import declare_pool
+    pool = declare_pool(module)
+    fn = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR, I64, I64]), symbol)
+    tiles, ntiles, nthreads = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    bufs = b.bitcast(tiles, BYTE_PTR_PTR)
+    one = ir.Constant(I64, 1)
+    with b.if_else(b.and_(b.icmp_signed(">", nthreads, one), b.icmp_signed(">", ntiles, one))) as (par, ser):
+        with par:
+            b.call(pool, [tile, bufs, ntiles, nthreads])
+        with ser, for_range(b, 0, ntiles, "t") as t:
+            b.call(tile, [bufs, t])
+    b.ret_void()
+    return fn
+
+
 def chunked_entry(module: ir.Module, symbol: str, body: ir.Function, units: Callable, slot: int,
                   per_thread: int, least: Callable | None = None) -> ir.Function:
     """A driver's exported entry point (``driver_entry``) running the pool body ``body`` over ``units(b, d)``

@@ -41,10 +41,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...codegen.internal import constant_table, internal_function, prefetch
+from ...codegen.internal import constant_table, internal_function, prefetch, tiles_entry
 from ...codegen.loops import for_range, loop_id
-from ...codegen.threadpool import BODY_TYPE, declare_pool
-from ...codegen.types import BYTE_PTR, BYTE_PTR_PTR, F32, F64, I1, I32, I64, VOID
+from ...codegen.threadpool import BODY_TYPE
+from ...codegen.types import BYTE_PTR, F32, F64, I1, I32, I64, VOID
 from ...codegen.vector import (
     FP,
     MASK,
@@ -147,19 +147,7 @@ def _emit_tile(module: ir.Module) -> ir.Function:
 def emit_gemm_tiles(module: ir.Module) -> ir.Function:
     """Defines ``GEMM_TILES_SYMBOL`` (see the module doc) in ``module``; the pool is declared if not defined."""
     tile = _emit_tile(module)
-    pool = declare_pool(module)
-    fn = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR, I64, I64]), GEMM_TILES_SYMBOL)
-    tiles, ntiles, nthreads = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    bufs = b.bitcast(tiles, BYTE_PTR_PTR)
-    one = ir.Constant(I64, 1)
-    with b.if_else(b.and_(b.icmp_signed(">", nthreads, one), b.icmp_signed(">", ntiles, one))) as (par, ser):
-        with par:
-            b.call(pool, [tile, bufs, ntiles, nthreads])
-        with ser, for_range(b, 0, ntiles, "t") as t:
-            b.call(tile, [bufs, t])
-    b.ret_void()
-    return fn
+    return tiles_entry(module, GEMM_TILES_SYMBOL, tile)
 
 
 

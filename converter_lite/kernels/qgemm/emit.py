@@ -37,10 +37,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...codegen.internal import constant_table, internal_function, prefetch
+from ...codegen.internal import constant_table, internal_function, prefetch, tiles_entry
 from ...codegen.loops import for_range, loop_id
-from ...codegen.threadpool import BODY_TYPE, declare_pool
-from ...codegen.types import BYTE_PTR, BYTE_PTR_PTR, F32, I32, I64, VOID
+from ...codegen.threadpool import BODY_TYPE
+from ...codegen.types import BYTE_PTR, F32, I32, I64, VOID
 from ...codegen.vector import MASK, VEC, VL, c64, smin, splat, splat_i32, tap_loop_head
 from .abi import FIELDS, FLAG_INT32, PANEL, QGEMM_SYMBOL, QUAD, TILE_FIELDS
 
@@ -197,19 +197,7 @@ def _emit_tile(module: ir.Module, vnni: bool) -> ir.Function:
 def emit_qgemm(module: ir.Module, features: frozenset[str] = frozenset()) -> ir.Function:
     """Defines ``QGEMM_SYMBOL`` in ``module``: ``vpdpbusd`` when ``features`` (the target's) have AVX-512 VNNI."""
     tile = _emit_tile(module, VNNI_FEATURES <= features)
-    pool = declare_pool(module)
-    fn = ir.Function(module, ir.FunctionType(VOID, [BYTE_PTR, I64, I64]), QGEMM_SYMBOL)
-    tiles, ntiles, nthreads = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    bufs = b.bitcast(tiles, BYTE_PTR_PTR)
-    one = c64(1)
-    with b.if_else(b.and_(b.icmp_signed(">", nthreads, one), b.icmp_signed(">", ntiles, one))) as (par, ser):
-        with par:
-            b.call(pool, [tile, bufs, ntiles, nthreads])
-        with ser, for_range(b, 0, ntiles, "t") as t:
-            b.call(tile, [bufs, t])
-    b.ret_void()
-    return fn
+    return tiles_entry(module, QGEMM_SYMBOL, tile)
 
 
 EMITTERS = {QGEMM_SYMBOL: emit_qgemm}
