@@ -11,7 +11,8 @@ writes the QDQ model that the converter then imports like any other (MindSpore's
 3. ``quantize_static`` with a CalibrationDataReader over the BIN files: QDQ format, uint8 activations (asymmetric),
    int8 weights (symmetric, zero point 0), ``per_channel``, the calibration method (MAX_MIN -> MinMax, KL ->
    Entropy, REMOVAL_OUTLIER -> Percentile at 99.999%) and ``nodes_to_exclude`` (``skip_quant_node`` plus the nodes
-   whose weight is below ``min_quant_weight_size`` elements or ``min_quant_weight_channel`` output channels).  KL's
+   whose weight is below ``min_quant_weight_size`` elements or ``min_quant_weight_channel`` output channels, and
+   the Convs the native int8 convolution does not run: depthwise and grouped ones, column strides over 2).  KL's
    ranges come from onnxruntime's Entropy calibrator built with 512 histogram bins and handed to quantize_static
    (``calibration_cache_path``): quantize_static's own has 128, too few to clip anything (an onnxruntime without
    that parameter gets its own, with a WARNING);
@@ -226,8 +227,20 @@ def weight_slot(node: onnx.NodeProto, inits: dict) -> tuple[int, int] | None:
     return None
 
 
+def int8_conv_runs(node: onnx.NodeProto) -> bool:
+    """Whether the native int8 convolution takes this Conv's geometry (one group, a column stride of 1 or 2:
+    kernels/qconv/abi.py).  The others stay float32: quantized, they would run in float on the dequantized
+    weights with a quantize/dequantize step on each side (mobilenet_v2_half's depthwise convolutions made its
+    FULL_QUANT model 1.10x the float one), and their weights are a small part of the file."""
+    from ..kernels.qconv.abi import STRIDES
+    attrs = {a.name: oh.get_attribute_value(a) for a in node.attribute}
+    strides = list(attrs.get("strides", [1, 1]))
+    return int(attrs.get("group", 1)) == 1 and len(strides) == 2 and int(strides[1]) in STRIDES
+
+
 def _excluded(pre: onnx.ModelProto, cfg) -> list[str]:
-    """``skip_quant_node`` + the nodes whose weight is below the thresholds (names of the preprocessed model)."""
+    """``skip_quant_node`` + the nodes whose weight is below the thresholds + the Convs the native int8
+    convolution does not run (``int8_conv_runs``) (names of the preprocessed model)."""
     names = {n.name for n in pre.graph.node}
     unknown = [s for s in cfg.skip_quant_node if s not in names]
     if unknown:
@@ -239,6 +252,9 @@ def _excluded(pre: onnx.ModelProto, cfg) -> list[str]:
     for n in pre.graph.node:
         slot = weight_slot(n, inits)
         if slot is None or n.name in out:
+            continue
+        if n.op_type == "Conv" and not int8_conv_runs(n):
+            out.append(n.name)
             continue
         dims = list(inits[n.input[slot[0]]].dims)
         if int(np.prod(dims)) < max(1, cfg.min_quant_weight_size) or dims[slot[1]] < cfg.min_quant_weight_channel:
