@@ -1,9 +1,11 @@
 """``QuantizedConv`` (made by passes/rewrite/quantized_conv.py, run natively by kernels/qconv/): a 2-D convolution
 of a float32 input quantized to uint8 on the way in, with int8 weights.  OPAQUE.
 
-    QuantizedConv(x, x_scale, x_zero_point, w, w_scale, B?)  (Conv's attributes)
+    QuantizedConv(x, x_scale, x_zero_point, w, w_scale, B?, y_scale?, y_zero_point?)  (Conv's attributes, clamp?)
       = Conv(DequantizeLinear(QuantizeLinear(x, x_scale, x_zero_point), x_scale, x_zero_point),
              w * w_scale[output channel], B)
+        then clamped to ``clamp`` = [lo, hi] (a Relu or Clip taken in), then, with ``y_scale``,
+        DequantizeLinear(QuantizeLinear(., y_scale, y_zero_point), y_scale, y_zero_point)
 
 the form a QDQ model gives its convolutions (QuantizeLinear -> DequantizeLinear -> Conv with dequantized int8
 weights).  ``x_scale``/``x_zero_point`` are scalars, ``w_scale`` one per output channel or one.  This reference
@@ -30,8 +32,14 @@ def _infer(node: Node):
 
 
 @reference("QuantizedConv", infer=_infer)
-def quantized_conv(attrs, x, x_scale, x_zero_point, w, w_scale, b=None):
+def quantized_conv(attrs, x, x_scale, x_zero_point, w, w_scale, b=None, y_scale=None, y_zero_point=None):
     xd = dequantize_linear({}, quantize_linear({}, x, x_scale, x_zero_point), x_scale, x_zero_point)
     ws = np.asarray(w_scale, np.float32).reshape((-1,) + (1,) * (w.ndim - 1))
     wd = (w.astype(np.float32) * ws).astype(np.float32)
-    return conv({k: v for k, v in attrs.items() if k in CONV_ATTRS}, xd.astype(x.dtype, copy=False), wd, b)
+    y = conv({k: v for k, v in attrs.items() if k in CONV_ATTRS}, xd.astype(x.dtype, copy=False), wd, b)
+    clamp = attrs.get("clamp")
+    if clamp is not None:
+        y = np.minimum(np.maximum(y, np.float32(clamp[0])), np.float32(clamp[1])).astype(y.dtype)
+    if y_scale is not None:
+        y = dequantize_linear({}, quantize_linear({}, y, y_scale, y_zero_point), y_scale, y_zero_point)
+    return y

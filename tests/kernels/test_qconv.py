@@ -114,3 +114,22 @@ def test_declines_what_it_cannot_read(lib):
                       (1, 1), 1) is None                                   # wrong output shape
     assert qconv_step(lib.support(QCONV_SYMBOL), packed, x[:, :, :, ::2], np.zeros((1, 4, 8, 4), np.float32),
                       (1, 1, 1, 1), (1, 1), 1) is None                     # not contiguous
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_requantized_output(lib, flat):
+    """The output through QuantizeLinear -> DequantizeLinear (uint8) in the epilogue, after a Relu clamp: what a QDQ
+    model's next pair computes, bit for bit."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((1, 8, 9, 11)).astype(np.float32)
+    w = rng.integers(-127, 128, (10, 8, 3, 3)).astype(np.int8)
+    ws = rng.uniform(0.001, 0.01, 10).astype(np.float32)
+    packed = PackedQConv(w, ws, np.float32(0.04), 110, rng.standard_normal(10).astype(np.float32))
+    y = np.full((1, 10, 9, 11), np.nan, np.float32)
+    osc, ozp = np.float32(0.07), 3
+    qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, (1, 1, 1, 1), (1, 1), 2, clamp=(0.0, np.inf), flat=flat,
+               requantize=(osc, ozp))()
+    acc = _int_conv(_quantize(x, 0.04, 110), 110, w, (1, 1, 1, 1), (1, 1))
+    conv = acc.astype(np.float32) * packed.scale[None, :, None, None] + packed.bias[None, :, None, None]
+    q = _quantize(np.maximum(conv, 0), osc, ozp)
+    np.testing.assert_array_equal(y, (q.astype(np.float32) - np.float32(ozp)) * osc)

@@ -166,3 +166,34 @@ def test_qlinear_conv_runs_on_the_int8_convolution(tmp_path, strides):
     got = converter_lite.load(ms).run({"x": x})["y"].astype(np.int32)
     want = run_ort(model, {"x": x})[0].astype(np.int32)
     assert np.abs(got - want).max() <= 1 and np.mean(got != want) < 0.02
+
+
+@pytest.mark.parametrize("act", [None, "Relu", "Clip"])
+def test_the_next_quantization_goes_into_the_epilogue(tmp_path, act):
+    """Conv -> (Relu | Clip) -> QuantizeLinear -> DequantizeLinear: the clamp and the output's quantization round
+    trip run in the int8 convolution's epilogue, as onnxruntime computes the graph."""
+    model, _ = _qdq_conv_model(8, 12, 3)
+    g = model.graph
+    relu = next(n for n in g.node if n.op_type == "Relu")
+    if act is None:
+        relu.op_type = "Identity"
+    elif act == "Clip":
+        relu.op_type = "Clip"
+        relu.input.extend(["lo", "hi"])
+        g.initializer.extend([onh_from(np.float32(0.0), "lo"), onh_from(np.float32(6.0), "hi")])
+    g.node.extend([oh.make_node("QuantizeLinear", ["r", "s", "z"], ["rq"]),
+                   oh.make_node("DequantizeLinear", ["rq", "s", "z"], ["y2"])])
+    g.output[0].name = "y2"
+    ms = _convert(tmp_path, model)
+    q = [n for n in load_model(ms).graph.nodes if n.op == "QuantizedConv"]
+    assert len(q) == 1 and len(q[0].inputs) == 8 and ("clamp" in q[0].attrs) == (act is not None)
+    x = (np.random.default_rng(5).standard_normal((1, 8, 20, 22)) * 2).astype(np.float32)
+    want = run_ort(model, {"x": x})[0]
+    got = converter_lite.load(ms).run({"x": x})["y2"]
+    step = 0.02
+    assert np.abs(got - want).max() <= step * 1.001 and np.mean(got != want) < 0.01
+
+
+def onh_from(value, name):
+    import onnx.numpy_helper as onh
+    return onh.from_array(np.asarray(value), name)

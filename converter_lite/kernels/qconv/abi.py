@@ -12,7 +12,7 @@ QCONV_SYMBOL = "cl_qconv2d_v1"
 SYMBOLS = (QCONV_SYMBOL,)
 FIELDS = ("n", "c", "h", "w", "m", "oh", "ow", "pt", "pl", "hp", "wp", "cq", "x", "xscale", "xzp", "xq", "wq",
           "kq", "koff", "comp", "scale", "bias", "y", "residual", "clamp", "lo", "hi", "sh", "sw", "wps", "flat",
-          "hps", "plane")
+          "hps", "plane", "oscale", "ozp")
 STRIDES = (1, 2)                    # column strides: the packed rows are split into this many column phases
 EXTRA = 2
 QUAD = 4                            # input channels per int32 lane of the packed input (vpdpbusd's four bytes)
@@ -47,5 +47,9 @@ def select(node) -> tuple[str, ...]:
             a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") or any(int(p) < 0 for p in a.get("pads", ())):
         return ()
     if x.type.shape[1] != w.const.shape[1]:
+        return ()
+    ys, yz = (ins[i] if len(ins) > i else None for i in (6, 7))
+    if ys is not None and (ys.const is None or ys.const.size != 1 or ys.const.dtype != np.float32 or yz is None
+                           or yz.const is None or yz.const.size != 1 or yz.const.dtype != np.uint8):
         return ()
     return SYMBOLS

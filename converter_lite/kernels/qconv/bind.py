@@ -4,7 +4,8 @@
 [M][kq][4]`` (``kq = ceil(C/4) * kh * kw`` taps of four input channels, ``t = (c/4, ky, kx)``, zeros past C), the
 per-channel int32 ``comp = x_zero_point * sum(w[o])``, float32 ``scale = x_scale * w_scale[o]`` and the bias.
 
-``qconv_step(address, packed, x, y, geometry, nt, residual=None, clamp=None)`` -> the bound step: the record
+``qconv_step(address, packed, x, y, geometry, nt, residual=None, clamp=None, requantize=None)`` -> the bound step
+(``requantize`` = (scale, zero point): the output stored as DequantizeLinear(QuantizeLinear(y)), uint8): the record
 (abi.FIELDS) and the packed-input workspace ``xq`` (``n * cq * plane * 4`` bytes and a slack the pixel vectors
 of a row's last segment may read past the end).
 """
@@ -65,7 +66,8 @@ def flat_pays(oh: int, ow: int, wps: int) -> bool:
 
 def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, pads: tuple[int, int, int, int],
                dilations: tuple[int, int], nt: int, residual: np.ndarray | None = None,
-               clamp: tuple[float, float] | None = None, strides: tuple[int, int] = (1, 1), flat: bool | None = None):
+               clamp: tuple[float, float] | None = None, strides: tuple[int, int] = (1, 1), flat: bool | None = None,
+               requantize: tuple[float, int] | None = None):
     """The bound step, or None when the buffers do not fit (not contiguous float32 NCHW, a column stride
     other than 1 or 2)."""
     n, c, h, w = x.shape
@@ -99,5 +101,7 @@ def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, 
     words["flat"] = int(bool(flat))
     if clamp is not None:
         words.update(clamp=1, lo=float_bits(clamp[0]), hi=float_bits(clamp[1]))
+    if requantize is not None:                   # the output through QuantizeLinear -> DequantizeLinear (uint8)
+        words.update(oscale=float_bits(float(np.float32(requantize[0]))), ozp=int(requantize[1]))
     desc = record(FIELDS, EXTRA, words)
     return call_driver(address, desc, nt, (x, y, xq, koff, packed, residual))

@@ -21,7 +21,9 @@ Two phases, each across the thread pool:
    the bytes unpacked with shifts (kernels/qgemm/emit.py ``_dot4``).  The epilogue: ``float(sum - comp[o]) *
    scale[o] + bias[o]`` (``comp`` = zero point x the channel's weight sum, so the zero point is taken off once
    per channel; ``scale`` = input scale x the channel's weight scale), plus the residual (``residual`` != 0),
-   clamped (``clamp`` = 1: to [lo, hi]), stored NCHW (masked at the row's end).
+   clamped (``clamp`` = 1: to [lo, hi]), quantized and dequantized again with the output's scale and zero point
+   (``oscale`` != 0: a QDQ model's next QuantizeLinear -> DequantizeLinear pair, taken into the epilogue), stored
+   NCHW (masked at the row's end).
 
 Column strides 1 and 2 (abi.STRIDES), any row stride.
 """
@@ -58,11 +60,12 @@ I32P = I32.as_pointer()
 FPT = F32.as_pointer()
 _F = {name: i for i, name in enumerate(FIELDS)}
 MK_TYPE = ir.FunctionType(VOID, [BYTE_PTR, I64P, I64, BYTE_PTR, I64, FPT, I64, I64, I32P, FPT, FPT, FPT, I64,
-                                 F32, F32, I64, I64, I64])
+                                 F32, F32, I64, I64, I64, F32, F32])
 # microkernel(xbase, koff, kq, wq, wstride, y, ystride, npix, comp, scale, bias, res, flags, lo, hi, wp, ow, total):
 # wp = 0: one output row, its first ``npix`` pixels at y; wp > 0 (flat mode): ``npix`` is the first flat index f of
-# the block (f = oy * wp + ox over the padded width; y, res at the plane's start), ``total`` = oh * wp
-FLAG_BIAS, FLAG_RES, FLAG_CLAMP = 1, 2, 4
+# the block (f = oy * wp + ox over the padded width; y, res at the plane's start), ``total`` = oh * wp; then the
+# output's quantization scale and zero point (FLAG_FQ: the stored value is DequantizeLinear(QuantizeLinear(v)))
+FLAG_BIAS, FLAG_RES, FLAG_CLAMP, FLAG_FQ = 1, 2, 4, 8
 
 
 def _mload(module: ir.Module):
@@ -76,7 +79,8 @@ def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool) -> ir.Function:
     if not fn.is_declaration:
         return fn
     dot4 = _dot4(module, vnni)
-    xb, koff, kq, wq, wstride, y, ystride, npix, comp, scale, bias, res, flags, lo, hi, fwp, fow, ftotal = fn.args
+    xb, koff, kq, wq, wstride, y, ystride, npix, comp, scale, bias, res, flags, lo, hi, fwp, fow, ftotal, \
+        osc, ozp = fn.args
     entry = fn.append_basic_block("entry")
     head, body, done = (fn.append_basic_block(n) for n in ("t.head", "t.body", "t.done"))
     b = ir.IRBuilder(entry)
@@ -97,8 +101,12 @@ def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool) -> ir.Function:
     iota = ir.Constant(IVEC, list(range(VL)))
     masks = [b.icmp_signed("<", iota, splat_i32(b, b.sub(npix, c64(v * VL)))) for v in range(nv)]
     on = lambda bit: b.icmp_unsigned("!=", b.and_(flags, c64(bit)), c64(0))
-    has_bias, has_res, has_clamp = on(FLAG_BIAS), on(FLAG_RES), on(FLAG_CLAMP)
+    has_bias, has_res, has_clamp, has_fq = on(FLAG_BIAS), on(FLAG_RES), on(FLAG_CLAMP), on(FLAG_FQ)
     lov, hiv = splat(b, lo), splat(b, hi)
+    osv, ozv = splat(b, osc), splat(b, ozp)
+    rint = module.globals.get("llvm.rint.v16f32") or ir.Function(
+        module, ir.FunctionType(VEC, [VEC]), "llvm.rint.v16f32")
+    top = ir.Constant(VEC, [255.0] * VL)
     zero = ir.Constant(VEC, None)
     bias_at = b.select(has_bias, bias, scale)                       # (a readable address either way)
     res_at = b.select(has_res, res, y)
@@ -113,13 +121,19 @@ def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool) -> ir.Function:
             outs[i, v] = b.fadd(b.fmul(b.sitofp(b.sub(acc[i, v], ci), VEC), si), bi)
 
     def finish(bb, out, off, mask):
-        """The residual (flags), the clamp (flags), a masked store at y + off."""
+        """The residual, the clamp, the output's quantization round trip (each as the flags say), a masked store
+        at y + off."""
         rv = bb.call(mload, [bb.bitcast(bb.gep(res_at, [off]), VECP), ir.Constant(I32, 4), bb.and_(mask, res_on),
                              zero])
         out = bb.select(has_res, bb.fadd(out, rv), out)
         clamped = bb.select(bb.fcmp_ordered("<", out, lov), lov, out)
         clamped = bb.select(bb.fcmp_ordered(">", clamped, hiv), hiv, clamped)
         out = bb.select(has_clamp, clamped, out)
+        t = bb.fadd(bb.call(rint, [bb.fdiv(out, osv)]), ozv)                   # QuantizeLinear (uint8) ...
+        t = bb.select(bb.fcmp_unordered("uno", t, t), zero, t)
+        t = bb.select(bb.fcmp_ordered("<", t, zero), zero, t)
+        t = bb.select(bb.fcmp_ordered(">", t, top), top, t)
+        out = bb.select(has_fq, bb.fmul(bb.fsub(t, ozv), osv), out)           # ... then DequantizeLinear
         bb.call(fstore, [out, bb.bitcast(bb.gep(y, [off]), VECP), ir.Constant(I32, 4), mask])
 
     with b.if_else(b.icmp_signed("==", fwp, c64(0))) as (rowwise, flat):
@@ -260,6 +274,10 @@ def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
     res = b.inttoptr(b.select(has_res, f["residual"], f["y"]), FPT)
     flags = b.or_(b.or_(b.select(has_bias, c64(FLAG_BIAS), c64(0)), b.select(has_res, c64(FLAG_RES), c64(0))),
                   b.select(b.icmp_signed("==", f["clamp"], c64(1)), c64(FLAG_CLAMP), c64(0)))
+    has_fq = b.icmp_unsigned("!=", f["oscale"], c64(0))
+    flags = b.or_(flags, b.select(has_fq, c64(FLAG_FQ), c64(0)))
+    osc = b.select(has_fq, b.fptrunc(b.bitcast(f["oscale"], F64), F32), ir.Constant(F32, 1.0))
+    ozp = b.sitofp(f["ozp"], F32)
     lo = b.fptrunc(b.bitcast(f["lo"], F64), F32)
     hi = b.fptrunc(b.bitcast(f["hi"], F64), F32)
     wstride = b.mul(kq, c64(QUAD))
@@ -283,7 +301,7 @@ def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
         at = b.add(ybase, b.mul(o0, ystride))
         b.call(mk, [xb, koff, kq, b.gep(wq, [b.mul(o0, wstride)]), wstride, b.gep(y, [at]), ystride,
                     npix, b.gep(comp, [o0]), b.gep(scale, [o0]), b.gep(bias, [o0]), b.gep(res, [at]),
-                    flags, lo, hi, wp_arg, ow_arg, total_arg])
+                    flags, lo, hi, wp_arg, ow_arg, total_arg, osc, ozp])
 
     # units: (flat run or output row) x output-channel block, the block fastest (a chunk's units share pixels)
     with b.if_else(flat) as (flat_mode, row_mode):

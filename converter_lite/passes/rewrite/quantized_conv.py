@@ -34,6 +34,10 @@ PADDED = op.Conv(op.DequantizeLinear(op.QuantizeLinear(op.Pad(Var("x"), Const("p
                                      Const("s2"), Opt("z2"), bind="dq"), Var("w"), Opt("b"), bind="conv")
 PATTERN = op.Conv(op.DequantizeLinear(op.QuantizeLinear(Var("x"), Const("s1"), Opt("z1"), bind="q"), Const("s2"),
                                       Opt("z2"), bind="dq"), Const("w"), Opt("b"), bind="conv")
+CONV = op.QuantizedConv(Var("x"), Var("xs"), Var("xz"), Var("w"), Var("ws"), Opt("b"), bind="conv")
+REQUANTIZED = [op.DequantizeLinear(op.QuantizeLinear(inner, Const("s1"), Opt("z1"), bind="q"), Const("s2"), Opt("z2"),
+                                   bind="dq")
+               for inner in (CONV, op.Relu(CONV, bind="act"), op.Clip(CONV, Const("lo"), Const("hi"), bind="act"))]
 ULPS = 2                        # neighbouring float32 scales tried on each side of a candidate
 
 
@@ -145,8 +149,33 @@ def rewrite(m: Match, b: GraphBuilder) -> Value:
                   **attrs).outputs[0]
 
 
+def check_requantized(m: Match) -> MatchResult:
+    """A QuantizedConv (possibly through a Relu or a Clip of constant bounds) whose only reader is a
+    QuantizeLinear -> DequantizeLinear pair of one uint8 scale and zero point: the pair (and the clamp) go into
+    the convolution's epilogue (kernels/qconv/emit.py ``FLAG_FQ``), one pass over the output fewer."""
+    same = _same_quantization(m)
+    if not same:
+        return same
+    if "clamp" in m.node("conv").attrs:
+        return MatchResult.fail("the convolution clamps already")
+    return MatchResult()
+
+
+def rewrite_requantized(m: Match, b: GraphBuilder) -> Value:
+    conv = m.node("conv")
+    attrs = dict(conv.attrs)
+    act = m.named.get("act")
+    if act is not None:
+        lo, hi = (0.0, float("inf")) if act.op == "Relu" else (float(_scalar(m, "lo")[0]), float(_scalar(m, "hi")[0]))
+        attrs["clamp"] = [lo, hi]
+    return b.node("QuantizedConv", m["x"], m["xs"], m["xz"], m["w"], m["ws"], m["b"], m["s1"], m["z1"],
+                  **attrs).outputs[0]
+
+
 @register_pass
 class QuantizedConvPass(RewritePass):
     name = "quantized_conv"
     rules = (Rule("pad_after_quantization", PADDED, rewrite_padded, check=check_padded, exclusive=False),
-             Rule("quantized_conv", PATTERN, rewrite, check=check, exclusive=False))
+             Rule("quantized_conv", PATTERN, rewrite, check=check, exclusive=False),
+             *(Rule(f"requantized_conv_{k}", p, rewrite_requantized, check=check_requantized)
+               for k, p in enumerate(REQUANTIZED)))

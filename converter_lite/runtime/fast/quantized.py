@@ -25,11 +25,16 @@ def _quantized_conv(ctx: NodeCtx):
     dil = tuple(int(d) for d in attrs.get("dilations", (1, 1)))
     strides = tuple(int(d) for d in attrs.get("strides", (1, 1)))
     sx, zx = np.float32(np.asarray(xs).reshape(())), int(np.asarray(xz).reshape(()))
+    ys, yz = ctx.const(6), ctx.const(7)
+    requantize = None if ys is None else (float(np.asarray(ys).reshape(())), int(np.asarray(yz).reshape(())))
+    clamp = attrs.get("clamp")
+    clamp = None if clamp is None else (float(clamp[0]), float(clamp[1]))
     packed = shared(w, ("qconv", float(sx), zx), lambda: PackedQConv(w, ws, sx, zx, b))
     compute, node_attrs = OPS["QuantizedConv"].compute, ctx.node.attrs
 
     def bind(ins, outs, scratch, nt=1):
-        step = qconv_step(addr, packed, ins[0], outs[0], pads, dil, nt, strides=strides)
+        step = qconv_step(addr, packed, ins[0], outs[0], pads, dil, nt, strides=strides, clamp=clamp,
+                          requantize=requantize)
         return step or partial(lambda i, o: np.copyto(o, compute(node_attrs, *i)), ins, outs[0])
     return Impl(bind=bind)
 
