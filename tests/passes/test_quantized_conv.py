@@ -197,3 +197,18 @@ def test_the_next_quantization_goes_into_the_epilogue(tmp_path, act):
 def onh_from(value, name):
     import onnx.numpy_helper as onh
     return onh.from_array(np.asarray(value), name)
+
+
+def test_dynamic_image_size(tmp_path):
+    """A QDQ convolution of a model with dynamic height and width: converted once, the int8 convolution bound at
+    each shape it runs at."""
+    model, out = _qdq_conv_model(8, 8, 3)
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    dims[2].dim_param, dims[3].dim_param = "h", "w"
+    ms = _convert(tmp_path, model)
+    assert any(n.op == "QuantizedConv" for n in load_model(ms).graph.nodes)
+    m = converter_lite.load(ms, num_threads=2)
+    for h, w in [(20, 22), (9, 31), (33, 5)]:
+        x = np.random.default_rng(h * w).standard_normal((1, 8, h, w)).astype(np.float32)
+        want = run_ort(model, {"x": x})[0]
+        np.testing.assert_allclose(m.run({"x": x})[out], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ...ir.core import Value
+from ...ir.core import TensorType, Value
 from ...kernels.qconv.abi import select
 from ...ops.builder import GraphBuilder
 from ..registry import register_pass
@@ -138,7 +138,12 @@ def check(m: Match) -> MatchResult:
 def _candidate_ok(m: Match) -> bool:
     """The driver's own test, asked of the node the rewrite would make (not inserted anywhere)."""
     q, scale = int8_weights(m["w"].const)
-    ins = [m["x"], m["s1"], m["z1"], Value("w", const=q), Value("w_scale", const=scale), m["b"]]
+    x = m["x"]
+    if x.type is not None and x.type.is_tensor and x.type.shape is None:
+        # dims known only at run time: ask with the input's known parts (the runtime re-selects per shape and
+        # binds the driver only where the shapes fit)
+        x = Value(x.name, TensorType(x.type.dtype, (1, int(q.shape[1]), 1, 1)))
+    ins = [x, m["s1"], m["z1"], Value("w", const=q), Value("w_scale", const=scale), m["b"]]
     return bool(select(SimpleNamespace(op="QuantizedConv", inputs=ins, attrs=dict(m.node("conv").attrs))))
 
 
@@ -176,6 +181,6 @@ def rewrite_requantized(m: Match, b: GraphBuilder) -> Value:
 class QuantizedConvPass(RewritePass):
     name = "quantized_conv"
     rules = (Rule("pad_after_quantization", PADDED, rewrite_padded, check=check_padded, exclusive=False),
-             Rule("quantized_conv", PATTERN, rewrite, check=check, exclusive=False),
-             *(Rule(f"requantized_conv_{k}", p, rewrite_requantized, check=check_requantized)
+             Rule("quantized_conv", PATTERN, rewrite, check=check, exclusive=False, dynamic_ok=True),
+             *(Rule(f"requantized_conv_{k}", p, rewrite_requantized, check=check_requantized, dynamic_ok=True)
                for k, p in enumerate(REQUANTIZED)))
