@@ -13,8 +13,9 @@ Two phases, each across the thread pool:
    are consecutive words: a strided convolution reads like a stride-1 one.  Each value is
    ``saturate(round_half_even(x / scale) + zero_point)`` (NaN -> 0), QuantizeLinear's arithmetic; 16 pixels of
    four channel rows become one 64-byte store.
-2. **Convolve** (chunks of output rows): per output row, segments of up to 32 pixels and blocks of up to ``MR``
-   output channels; a microkernel keeps the ``mr x 32`` int32 sums in registers over every tap ``t = (c/4, ky,
+2. **Convolve** (chunks of units: a pixel run times a block of up to ``MR`` output channels; a run is one output
+   row's segment of up to 32 pixels, or, for a small plane (``flat``), 32 consecutive words of the phase plane
+   over rows, the columns past ``ow`` computed and not stored); a microkernel keeps the ``mr x 32`` int32 sums in registers over every tap ``t = (c/4, ky,
    kx)``: it loads the two 64-byte pixel vectors at ``koff[t]`` (the padded, phase-split input makes every tap
    an offset, dilation included) and, per output channel, broadcasts the channel's four weights of the tap -- one
    ``vpdpbusd`` (AVX-512 VNNI, u8 pixels x s8 weights) per channel and vector; without VNNI the same sums from
@@ -23,7 +24,7 @@ Two phases, each across the thread pool:
    per channel; ``scale`` = input scale x the channel's weight scale), plus the residual (``residual`` != 0),
    clamped (``clamp`` = 1: to [lo, hi]), quantized and dequantized again with the output's scale and zero point
    (``oscale`` != 0: a QDQ model's next QuantizeLinear -> DequantizeLinear pair, taken into the epilogue), stored
-   NCHW (masked at the row's end).
+   NCHW with masked stores (one per output row a run touches).
 
 Column strides 1 and 2 (abi.STRIDES), any row stride.
 """
