@@ -5,7 +5,9 @@ of a float32 input quantized to uint8 on the way in, with int8 weights.  OPAQUE.
       = Conv(DequantizeLinear(QuantizeLinear(x, x_scale, x_zero_point), x_scale, x_zero_point),
              w * w_scale[output channel], B)
         then clamped to ``clamp`` = [lo, hi] (a Relu or Clip taken in), then, with ``y_scale``,
-        DequantizeLinear(QuantizeLinear(., y_scale, y_zero_point), y_scale, y_zero_point)
+        DequantizeLinear(QuantizeLinear(., y_scale, y_zero_point), y_scale, y_zero_point), then, with
+        ``silu`` = 1, times its Sigmoid -- the Sigmoid through ``silu_sigmoid_q`` = [scale, zero point] and the
+        product through ``silu_product_q`` when given (a QDQ model's SiLU: Sigmoid and Mul each quantized)
 
 the form a QDQ model gives its convolutions (QuantizeLinear -> DequantizeLinear -> Conv with dequantized int8
 weights).  ``x_scale``/``x_zero_point`` are scalars, ``w_scale`` one per output channel or one.  This reference
@@ -42,4 +44,16 @@ def quantized_conv(attrs, x, x_scale, x_zero_point, w, w_scale, b=None, y_scale=
         y = np.minimum(np.maximum(y, np.float32(clamp[0])), np.float32(clamp[1])).astype(y.dtype)
     if y_scale is not None:
         y = dequantize_linear({}, quantize_linear({}, y, y_scale, y_zero_point), y_scale, y_zero_point)
+    if attrs.get("silu"):
+        sig = OPS["Sigmoid"].compute({}, y)
+        y = (y * _round_trip(sig, attrs.get("silu_sigmoid_q"))).astype(y.dtype)
+        y = _round_trip(y, attrs.get("silu_product_q"))
     return y
+
+
+def _round_trip(v, q):
+    """DequantizeLinear(QuantizeLinear(v)) with ``q`` = [scale, uint8 zero point], or ``v`` when q is None."""
+    if q is None:
+        return v
+    s, z = np.float32(q[0]), np.uint8(q[1])
+    return dequantize_linear({}, quantize_linear({}, v, s, z), s, z)

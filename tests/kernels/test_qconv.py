@@ -133,3 +133,38 @@ def test_requantized_output(lib, flat):
     conv = acc.astype(np.float32) * packed.scale[None, :, None, None] + packed.bias[None, :, None, None]
     q = _quantize(np.maximum(conv, 0), osc, ozp)
     np.testing.assert_array_equal(y, (q.astype(np.float32) - np.float32(ozp)) * osc)
+
+
+def _fq(v, s, z):
+    return (np.clip(np.rint(v / np.float64(s)) + z, 0, 255) - z) * np.float64(s)
+
+
+@pytest.mark.parametrize("stages", ["silu", "product", "qdq"])
+def test_silu_epilogue(lib, stages):
+    """SiLU (y * sigmoid(y)) in the epilogue: alone (within float32 rounding of numpy's), with the product's
+    quantization round trip, and as a QDQ model writes it (the convolution's output, the sigmoid's and the
+    product's round trips); quantized, within one quantization step of numpy's."""
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((1, 8, 9, 13)) * 3).astype(np.float32)
+    w = rng.integers(-127, 128, (10, 8, 3, 3)).astype(np.int8)
+    packed = PackedQConv(w, np.full(10, 0.02, np.float32), np.float32(0.05), 128, None)
+    y = np.full((1, 10, 9, 13), np.nan, np.float32)
+    qa, qb, qc = (np.float32(0.1), 100), (np.float32(1 / 255), 0), (np.float32(0.05), 20)
+    kw = {"silu": True}
+    if stages == "product":
+        kw["silu_requantize"] = (None, qc)
+    elif stages == "qdq":
+        kw.update(requantize=qa, silu_requantize=(qb, qc))
+    qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, (1, 1, 1, 1), (1, 1), 2, **kw)()
+    acc = _int_conv(_quantize(x, 0.05, 128), 128, w, (1, 1, 1, 1), (1, 1))
+    conv = (acc.astype(np.float32) * packed.scale[None, :, None, None]).astype(np.float64)
+    assert np.abs(conv).max() > 20                                      # both tails of the sigmoid are reached
+    if stages == "silu":
+        np.testing.assert_allclose(y, conv / (1 + np.exp(-conv)), rtol=1e-6, atol=1e-6)
+        return
+    if stages == "product":
+        want, step = _fq(conv / (1 + np.exp(-conv)), *qc), qc[0]
+    else:
+        a = _fq(conv, *qa)
+        want, step = _fq(a * _fq(1 / (1 + np.exp(-a)), *qb), *qc), qc[0]
+    assert np.abs(y - want).max() <= step * 1.001 and np.mean(y != want.astype(np.float32)) < 0.02

@@ -212,3 +212,35 @@ def test_dynamic_image_size(tmp_path):
         x = np.random.default_rng(h * w).standard_normal((1, 8, h, w)).astype(np.float32)
         want = run_ort(model, {"x": x})[0]
         np.testing.assert_allclose(m.run({"x": x})[out], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("sigmoid_qdq", [True, False])
+def test_a_qdq_silu_goes_into_the_epilogue(tmp_path, sigmoid_qdq):
+    """Conv -> Q/DQ -> Sigmoid (-> Q/DQ) -> Mul -> Q/DQ (a QDQ YOLOv8's activation): one QuantizedConv whose
+    epilogue computes the SiLU and the three round trips, within one quantization step of onnxruntime."""
+    model, _ = _qdq_conv_model(8, 12, 3)
+    g = model.graph
+    relu = next(n for n in g.node if n.op_type == "Relu")
+    g.node.remove(relu)
+    g.initializer.extend([onh_from(np.float32(0.05), "sa"), onh_from(np.uint8(100), "za"),
+                          onh_from(np.float32(1 / 255), "sb"), onh_from(np.uint8(0), "zb"),
+                          onh_from(np.float32(0.04), "sc"), onh_from(np.uint8(10), "zc")])
+    nodes = [oh.make_node("QuantizeLinear", ["c", "sa", "za"], ["cq"]),
+             oh.make_node("DequantizeLinear", ["cq", "sa", "za"], ["cd"]),
+             oh.make_node("Sigmoid", ["cd"], ["sg"])]
+    if sigmoid_qdq:
+        nodes += [oh.make_node("QuantizeLinear", ["sg", "sb", "zb"], ["sgq"]),
+                  oh.make_node("DequantizeLinear", ["sgq", "sb", "zb"], ["sgd"])]
+    nodes += [oh.make_node("Mul", ["cd", "sgd" if sigmoid_qdq else "sg"], ["m"]),
+              oh.make_node("QuantizeLinear", ["m", "sc", "zc"], ["mq"]),
+              oh.make_node("DequantizeLinear", ["mq", "sc", "zc"], ["y2"])]
+    g.node.extend(nodes)
+    g.output[0].name = "y2"
+    ms = _convert(tmp_path, model)
+    ops = [n for n in load_model(ms).graph.nodes]
+    q = [n for n in ops if n.op == "QuantizedConv"]
+    assert len(q) == 1 and q[0].attrs.get("silu") and len(ops) == 1, [n.op for n in ops]
+    x = (np.random.default_rng(6).standard_normal((1, 8, 20, 22)) * 2).astype(np.float32)
+    want = run_ort(model, {"x": x})[0]
+    got = converter_lite.load(ms).run({"x": x})["y2"]
+    assert np.abs(got - want).max() <= 0.04 * 1.001 and np.mean(got != want) < 0.02

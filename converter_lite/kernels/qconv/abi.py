@@ -12,7 +12,7 @@ QCONV_SYMBOL = "cl_qconv2d_v1"
 SYMBOLS = (QCONV_SYMBOL,)
 FIELDS = ("n", "c", "h", "w", "m", "oh", "ow", "pt", "pl", "hp", "wp", "cq", "x", "xscale", "xzp", "xq", "wq",
           "kq", "koff", "comp", "scale", "bias", "y", "residual", "clamp", "lo", "hi", "sh", "sw", "wps", "flat",
-          "hps", "plane", "oscale", "ozp")
+          "hps", "plane", "oscale", "ozp", "silu", "sscale", "szp", "pscale", "pzp")
 STRIDES = (1, 2)                    # column strides: the packed rows are split into this many column phases
 EXTRA = 2
 QUAD = 4                            # input channels per int32 lane of the packed input (vpdpbusd's four bytes)

@@ -67,7 +67,8 @@ def flat_pays(oh: int, ow: int, wps: int) -> bool:
 def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, pads: tuple[int, int, int, int],
                dilations: tuple[int, int], nt: int, residual: np.ndarray | None = None,
                clamp: tuple[float, float] | None = None, strides: tuple[int, int] = (1, 1), flat: bool | None = None,
-               requantize: tuple[float, int] | None = None):
+               requantize: tuple[float, int] | None = None, silu: bool = False,
+               silu_requantize: tuple[tuple[float, int] | None, tuple[float, int] | None] = (None, None)):
     """The bound step, or None when the buffers do not fit (not contiguous float32 NCHW, a column stride
     other than 1 or 2)."""
     n, c, h, w = x.shape
@@ -101,6 +102,10 @@ def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, 
     words["flat"] = int(bool(flat))
     if clamp is not None:
         words.update(clamp=1, lo=float_bits(clamp[0]), hi=float_bits(clamp[1]))
+    words["silu"] = int(silu)                    # y * sigmoid(y) after the clamp and the round trip
+    for (name, zp), q in zip((("sscale", "szp"), ("pscale", "pzp")), silu_requantize):
+        if q is not None:                        # the sigmoid's, the product's round trip
+            words[name], words[zp] = float_bits(float(np.float32(q[0]))), int(q[1])
     if requantize is not None:                   # the output through QuantizeLinear -> DequantizeLinear (uint8)
         words.update(oscale=float_bits(float(np.float32(requantize[0]))), ozp=int(requantize[1]))
     desc = record(FIELDS, EXTRA, words)

@@ -23,7 +23,9 @@ Two phases, each across the thread pool:
    scale[o] + bias[o]`` (``comp`` = zero point x the channel's weight sum, so the zero point is taken off once
    per channel; ``scale`` = input scale x the channel's weight scale), plus the residual (``residual`` != 0),
    clamped (``clamp`` = 1: to [lo, hi]), quantized and dequantized again with the output's scale and zero point
-   (``oscale`` != 0: a QDQ model's next QuantizeLinear -> DequantizeLinear pair, taken into the epilogue), stored
+   (``oscale`` != 0: a QDQ model's next QuantizeLinear -> DequantizeLinear pair, taken into the epilogue), then
+   (``silu`` = 1) times its sigmoid (codegen/mathfn.py's float32 sigmoid), the sigmoid and the product each
+   through their own pair when ``sscale`` / ``pscale`` != 0 (a QDQ model's SiLU), stored
    NCHW with masked stores (one per output row a run touches).
 
 Column strides 1 and 2 (abi.STRIDES), any row stride.
@@ -61,12 +63,80 @@ I32P = I32.as_pointer()
 FPT = F32.as_pointer()
 _F = {name: i for i, name in enumerate(FIELDS)}
 MK_TYPE = ir.FunctionType(VOID, [BYTE_PTR, I64P, I64, BYTE_PTR, I64, FPT, I64, I64, I32P, FPT, FPT, FPT, I64,
-                                 F32, F32, I64, I64, I64, F32, F32])
+                                 F32, F32, I64, I64, I64, F32, F32, F32, F32, F32, F32])
 # microkernel(xbase, koff, kq, wq, wstride, y, ystride, npix, comp, scale, bias, res, flags, lo, hi, wp, ow, total):
 # wp = 0: one output row, its first ``npix`` pixels at y; wp > 0 (flat mode): ``npix`` is the first flat index f of
 # the block (f = oy * wp + ox over the padded width; y, res at the plane's start), ``total`` = oh * wp; then the
 # output's quantization scale and zero point (FLAG_FQ: the stored value is DequantizeLinear(QuantizeLinear(v)))
-FLAG_BIAS, FLAG_RES, FLAG_CLAMP, FLAG_FQ = 1, 2, 4, 8
+FLAG_BIAS, FLAG_RES, FLAG_CLAMP, FLAG_FQ, FLAG_SILU, FLAG_SFQ, FLAG_PFQ = 1, 2, 4, 8, 16, 32, 64
+
+
+_EXP_H = (1.0, 1.0, 0.4999999403953552, 0.1666652113199234, 0.04166839271783829, 0.00836874358355999,
+          0.0013814526610076427)     # codegen/mathfn.py's float32 exp polynomial (|r| <= ln2 / 2)
+
+
+def _vsplat(v: float) -> ir.Constant:
+    return ir.Constant(VEC, [v] * VL)
+
+
+def _sigmoid(module: ir.Module, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """1 / (1 + exp(-x)) lane by lane, as codegen/mathfn.py computes it for float32 (exp(-|x|), the quotient, and
+    e * s below 0; exp by Cody-Waite reduction and its degree-6 polynomial), with -|x| held above -87 so 2**n
+    stays a normal float (the sigmoid is 1 or e there either way); NaN stays NaN."""
+    fma = module.globals.get("llvm.fmuladd.v16f32") or ir.Function(
+        module, ir.FunctionType(VEC, [VEC, VEC, VEC]), "llvm.fmuladd.v16f32")
+    rint = module.globals.get("llvm.rint.v16f32") or ir.Function(
+        module, ir.FunctionType(VEC, [VEC]), "llvm.rint.v16f32")
+    fabs = module.globals.get("llvm.fabs.v16f32") or ir.Function(
+        module, ir.FunctionType(VEC, [VEC]), "llvm.fabs.v16f32")
+    z = b.fneg(b.call(fabs, [x]))
+    z = b.select(b.fcmp_ordered("<", z, _vsplat(-87.0)), _vsplat(-87.0), z)
+    n = b.call(rint, [b.fmul(z, _vsplat(1.4426950408889634))])
+    r = b.call(fma, [n, _vsplat(-0.693359375), z])
+    r = b.call(fma, [n, _vsplat(2.12194440e-4), r])
+    y = _vsplat(_EXP_H[-1])
+    for k in _EXP_H[-2::-1]:
+        y = b.call(fma, [y, r, _vsplat(k)])
+    ivec = ir.VectorType(I32, VL)
+    two_n = b.bitcast(b.shl(b.add(b.fptosi(n, ivec), ir.Constant(ivec, [127] * VL)), ir.Constant(ivec, [23] * VL)),
+                      VEC)
+    e = b.fmul(y, two_n)
+    one = _vsplat(1.0)
+    s = b.fdiv(one, b.fadd(one, e))
+    return b.select(b.fcmp_ordered("<", x, ir.Constant(VEC, None)), b.fmul(e, s), s)
+
+
+def _quant_tail(module: ir.Module) -> ir.Function:
+    """``cl_qconv.tail(v, flags, osc, ozp, ssc, szp, psc, pzp) -> v``: the epilogue's steps after the clamp, as
+    the flags say -- the output's quantization round trip (FLAG_FQ), then SiLU (FLAG_SILU) with the sigmoid's
+    (FLAG_SFQ) and the product's (FLAG_PFQ) round trips.  One function, not inlined: every microkernel calls it
+    (the sigmoid inlined into each made the driver 2.5x larger, and the file of a small quantized model with it)."""
+    fnty = ir.FunctionType(VEC, [VEC, I64, F32, F32, F32, F32, F32, F32])
+    fn = internal_function(module, "cl_qconv.tail", fnty)
+    if not fn.is_declaration:
+        return fn
+    fn.attributes.add("noinline")
+    out, flags, osc, ozp, ssc, szp, psc, pzp = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    rint = module.globals.get("llvm.rint.v16f32") or ir.Function(
+        module, ir.FunctionType(VEC, [VEC]), "llvm.rint.v16f32")
+    zero, top = ir.Constant(VEC, None), ir.Constant(VEC, [255.0] * VL)
+    on = lambda bit: b.icmp_unsigned("!=", b.and_(flags, c64(bit)), c64(0))
+
+    def round_trip(v, sv, zv):
+        """DequantizeLinear(QuantizeLinear(v)) with a uint8 zero point."""
+        sv, zv = splat(b, sv), splat(b, zv)
+        t = b.fadd(b.call(rint, [b.fdiv(v, sv)]), zv)
+        t = b.select(b.fcmp_unordered("uno", t, t), zero, t)
+        t = b.select(b.fcmp_ordered("<", t, zero), zero, t)
+        t = b.select(b.fcmp_ordered(">", t, top), top, t)
+        return b.fmul(b.fsub(t, zv), sv)
+    out = b.select(on(FLAG_FQ), round_trip(out, osc, ozp), out)
+    sig = _sigmoid(module, b, out)                                          # SiLU: x * Sigmoid(x) ...
+    sig = b.select(on(FLAG_SFQ), round_trip(sig, ssc, szp), sig)
+    out = b.select(on(FLAG_SILU), b.fmul(out, sig), out)
+    b.ret(b.select(on(FLAG_PFQ), round_trip(out, psc, pzp), out))         # ... and its product's
+    return fn
 
 
 def _mload(module: ir.Module):
@@ -81,7 +151,7 @@ def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool) -> ir.Function:
         return fn
     dot4 = _dot4(module, vnni)
     xb, koff, kq, wq, wstride, y, ystride, npix, comp, scale, bias, res, flags, lo, hi, fwp, fow, ftotal, \
-        osc, ozp = fn.args
+        osc, ozp, ssc, szp, psc, pzp = fn.args
     entry = fn.append_basic_block("entry")
     head, body, done = (fn.append_basic_block(n) for n in ("t.head", "t.body", "t.done"))
     b = ir.IRBuilder(entry)
@@ -102,12 +172,9 @@ def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool) -> ir.Function:
     iota = ir.Constant(IVEC, list(range(VL)))
     masks = [b.icmp_signed("<", iota, splat_i32(b, b.sub(npix, c64(v * VL)))) for v in range(nv)]
     on = lambda bit: b.icmp_unsigned("!=", b.and_(flags, c64(bit)), c64(0))
-    has_bias, has_res, has_clamp, has_fq = on(FLAG_BIAS), on(FLAG_RES), on(FLAG_CLAMP), on(FLAG_FQ)
+    has_bias, has_res, has_clamp = on(FLAG_BIAS), on(FLAG_RES), on(FLAG_CLAMP)
     lov, hiv = splat(b, lo), splat(b, hi)
-    osv, ozv = splat(b, osc), splat(b, ozp)
-    rint = module.globals.get("llvm.rint.v16f32") or ir.Function(
-        module, ir.FunctionType(VEC, [VEC]), "llvm.rint.v16f32")
-    top = ir.Constant(VEC, [255.0] * VL)
+    quant_tail = _quant_tail(module)
     zero = ir.Constant(VEC, None)
     bias_at = b.select(has_bias, bias, scale)                       # (a readable address either way)
     res_at = b.select(has_res, res, y)
@@ -130,11 +197,7 @@ def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool) -> ir.Function:
         clamped = bb.select(bb.fcmp_ordered("<", out, lov), lov, out)
         clamped = bb.select(bb.fcmp_ordered(">", clamped, hiv), hiv, clamped)
         out = bb.select(has_clamp, clamped, out)
-        t = bb.fadd(bb.call(rint, [bb.fdiv(out, osv)]), ozv)                   # QuantizeLinear (uint8) ...
-        t = bb.select(bb.fcmp_unordered("uno", t, t), zero, t)
-        t = bb.select(bb.fcmp_ordered("<", t, zero), zero, t)
-        t = bb.select(bb.fcmp_ordered(">", t, top), top, t)
-        out = bb.select(has_fq, bb.fmul(bb.fsub(t, ozv), osv), out)           # ... then DequantizeLinear
+        out = bb.call(quant_tail, [out, flags, osc, ozp, ssc, szp, psc, pzp])
         bb.call(fstore, [out, bb.bitcast(bb.gep(y, [off]), VECP), ir.Constant(I32, 4), mask])
 
     with b.if_else(b.icmp_signed("==", fwp, c64(0))) as (rowwise, flat):
@@ -277,6 +340,13 @@ def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
                   b.select(b.icmp_signed("==", f["clamp"], c64(1)), c64(FLAG_CLAMP), c64(0)))
     has_fq = b.icmp_unsigned("!=", f["oscale"], c64(0))
     flags = b.or_(flags, b.select(has_fq, c64(FLAG_FQ), c64(0)))
+    flags = b.or_(flags, b.select(b.icmp_signed("!=", f["silu"], c64(0)), c64(FLAG_SILU), c64(0)))
+    scales = {}
+    for name, flag in (("sscale", FLAG_SFQ), ("pscale", FLAG_PFQ)):
+        on_ = b.icmp_unsigned("!=", f[name], c64(0))
+        flags = b.or_(flags, b.select(on_, c64(flag), c64(0)))
+        scales[name] = b.select(on_, b.fptrunc(b.bitcast(f[name], F64), F32), ir.Constant(F32, 1.0))
+    szp, pzp = b.sitofp(f["szp"], F32), b.sitofp(f["pzp"], F32)
     osc = b.select(has_fq, b.fptrunc(b.bitcast(f["oscale"], F64), F32), ir.Constant(F32, 1.0))
     ozp = b.sitofp(f["ozp"], F32)
     lo = b.fptrunc(b.bitcast(f["lo"], F64), F32)
@@ -302,7 +372,8 @@ def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
         at = b.add(ybase, b.mul(o0, ystride))
         b.call(mk, [xb, koff, kq, b.gep(wq, [b.mul(o0, wstride)]), wstride, b.gep(y, [at]), ystride,
                     npix, b.gep(comp, [o0]), b.gep(scale, [o0]), b.gep(bias, [o0]), b.gep(res, [at]),
-                    flags, lo, hi, wp_arg, ow_arg, total_arg, osc, ozp])
+                    flags, lo, hi, wp_arg, ow_arg, total_arg, osc, ozp, scales["sscale"], szp,
+                    scales["pscale"], pzp])
 
     # units: (flat run or output row) x output-channel block, the block fastest (a chunk's units share pixels)
     with b.if_else(flat) as (flat_mode, row_mode):

@@ -38,6 +38,14 @@ CONV = op.QuantizedConv(Var("x"), Var("xs"), Var("xz"), Var("w"), Var("ws"), Opt
 REQUANTIZED = [op.DequantizeLinear(op.QuantizeLinear(inner, Const("s1"), Opt("z1"), bind="q"), Const("s2"), Opt("z2"),
                                    bind="dq")
                for inner in (CONV, op.Relu(CONV, bind="act"), op.Clip(CONV, Const("lo"), Const("hi"), bind="act"))]
+_SIG_QDQ = op.DequantizeLinear(op.QuantizeLinear(op.Sigmoid(Var("ya"), bind="sig"), Const("sb"), Opt("zb"), bind="qb"),
+                               Const("sb2"), Opt("zb2"), bind="dqb")
+SILU = [op.DequantizeLinear(op.QuantizeLinear(op.Mul(Var("ya"), sig, bind="mul"), Const("sc"), Opt("zc"), bind="qc"),
+                            Const("sc2"), Opt("zc2"), bind="dqc")
+        for sig in (_SIG_QDQ, op.Sigmoid(Var("ya"), bind="sig"))]
+# the same with the product read only by int8 convolutions (which took its QuantizeLinear -> DequantizeLinear pair
+# before this rule saw it: the rules visit the graph from its end)
+SILU_READ = [op.Mul(Var("ya"), sig, bind="mul") for sig in (_SIG_QDQ, op.Sigmoid(Var("ya"), bind="sig"))]
 ULPS = 2                        # neighbouring float32 scales tried on each side of a candidate
 
 
@@ -177,10 +185,108 @@ def rewrite_requantized(m: Match, b: GraphBuilder) -> Value:
                   **attrs).outputs[0]
 
 
+def _pair(m: Match, s1: str, s2: str, z1: str, z2: str) -> list | None:
+    """[scale, zero point] of a QuantizeLinear -> DequantizeLinear pair of one float32 scale and one uint8 zero
+    point, the same in both, else None."""
+    a, b_ = np.asarray(m[s1].const).reshape(-1), np.asarray(m[s2].const).reshape(-1)
+    if a.size != 1 or b_.size != 1 or a[0] != b_[0] or a.dtype != np.float32:
+        return None
+    za, zb = m[z1], m[z2]
+    if za is None or zb is None or za.const is None or zb.const is None or za.const.dtype != np.uint8 or \
+            za.const.size != 1 or zb.const.size != 1 or za.const.reshape(-1)[0] != zb.const.reshape(-1)[0]:
+        return None
+    return [float(a[0]), int(za.const.reshape(-1)[0])]
+
+
+def check_silu(m: Match) -> MatchResult:
+    """``x * Sigmoid(x)`` of a QuantizedConv's output ``x`` (nothing else reads it), the Sigmoid possibly through a
+    QuantizeLinear -> DequantizeLinear pair, the product through one: all of it in the convolution's epilogue
+    (kernels/qconv/emit.py ``FLAG_SILU``), a QDQ model's SiLU (YOLOv8's activation) in no extra pass."""
+    conv = m["ya"].producer
+    if conv is None or conv.op != "QuantizedConv" or conv.attrs.get("silu"):
+        return MatchResult.fail("not the output of a QuantizedConv without an activation")
+    inside = {id(m.node("sig")), id(m.node("mul"))}
+    if any(id(u) not in inside for u, _ in m["ya"].uses) or any(m["ya"] is o for o in m.graph.outputs):
+        return MatchResult.fail("the convolution's output has other readers")
+    pc = _pair(m, "sc", "sc2", "zc", "zc2")
+    if pc is None or ("qb" in m.named and _pair(m, "sb", "sb2", "zb", "zb2") is None):
+        return MatchResult.fail("the quantization pairs differ or are not uint8 per tensor")
+    if not all(_requantizes(user, pos, pc) for user, pos in _outside(m)):
+        return MatchResult.fail("the product has readers other than int8 convolutions quantizing it the same way")
+    return MatchResult()
+
+
+def _outside(m: Match) -> list:
+    """The readers of the product (Mul) outside the match."""
+    inside = {id(n) for n in m.nodes}
+    return [(u, pos) for u, pos in m.node("mul").outputs[0].uses if id(u) not in inside]
+
+
+def _requantizes(user, pos: int, pair: list) -> bool:
+    """Whether ``user`` reads the value as a QuantizedConv's input quantized with ``pair`` (the quantized_conv rule
+    took the next convolution's QuantizeLinear -> DequantizeLinear first): it reads the round trip's result the
+    same (the round trip's values are on that grid)."""
+    if user.op != "QuantizedConv" or pos != 0:
+        return False
+    xs, xz = user.inputs[1].const, user.inputs[2].const
+    return xs is not None and xz is not None and xs.size == 1 and xz.size == 1 and \
+        float(xs.reshape(-1)[0]) == pair[0] and int(xz.reshape(-1)[0]) == pair[1]
+
+
+def rewrite_silu(m: Match, b: GraphBuilder) -> Value:
+    conv = m["ya"].producer
+    attrs = dict(conv.attrs, silu=1, silu_product_q=_pair(m, "sc", "sc2", "zc", "zc2"))
+    if "qb" in m.named:
+        attrs["silu_sigmoid_q"] = _pair(m, "sb", "sb2", "zb", "zb2")
+    out = b.node("QuantizedConv", *conv.inputs, **attrs).outputs[0]
+    if not _outside(m):
+        return out
+    return {m.root.outputs[0]: out, m.node("mul").outputs[0]: out}     # (its outside readers requantize it)
+
+
+def _readers_pair(m: Match) -> list | None:
+    """The [scale, zero point] every reader of the product quantizes it with, when all are QuantizedConv inputs
+    agreeing on it, else None."""
+    users = m.node("mul").outputs[0].uses
+    if not users or any(m.node("mul").outputs[0] is o for o in m.graph.outputs):
+        return None
+    u0 = users[0][0]
+    if u0.op != "QuantizedConv":
+        return None
+    pair = [float(np.asarray(u0.inputs[1].const).reshape(-1)[0]), int(np.asarray(u0.inputs[2].const).reshape(-1)[0])]
+    return pair if all(_requantizes(u, pos, pair) for u, pos in users) else None
+
+
+def check_silu_read(m: Match) -> MatchResult:
+    conv = m["ya"].producer
+    if conv is None or conv.op != "QuantizedConv" or conv.attrs.get("silu"):
+        return MatchResult.fail("not the output of a QuantizedConv without an activation")
+    inside = {id(m.node("sig")), id(m.node("mul"))}
+    if any(id(u) not in inside for u, _ in m["ya"].uses) or any(m["ya"] is o for o in m.graph.outputs):
+        return MatchResult.fail("the convolution's output has other readers")
+    if "qb" in m.named and _pair(m, "sb", "sb2", "zb", "zb2") is None:
+        return MatchResult.fail("the sigmoid's quantization pair differs or is not uint8 per tensor")
+    if _readers_pair(m) is None:
+        return MatchResult.fail("the product is not read only by int8 convolutions quantizing it the same way")
+    return MatchResult()
+
+
+def rewrite_silu_read(m: Match, b: GraphBuilder) -> Value:
+    conv = m["ya"].producer
+    attrs = dict(conv.attrs, silu=1, silu_product_q=_readers_pair(m))
+    if "qb" in m.named:
+        attrs["silu_sigmoid_q"] = _pair(m, "sb", "sb2", "zb", "zb2")
+    return b.node("QuantizedConv", *conv.inputs, **attrs).outputs[0]
+
+
 @register_pass
 class QuantizedConvPass(RewritePass):
     name = "quantized_conv"
     rules = (Rule("pad_after_quantization", PADDED, rewrite_padded, check=check_padded, exclusive=False),
              Rule("quantized_conv", PATTERN, rewrite, check=check, exclusive=False, dynamic_ok=True),
              *(Rule(f"requantized_conv_{k}", p, rewrite_requantized, check=check_requantized, dynamic_ok=True)
-               for k, p in enumerate(REQUANTIZED)))
+               for k, p in enumerate(REQUANTIZED)),
+             *(Rule(f"silu_conv_{k}", p, rewrite_silu, check=check_silu, dynamic_ok=True, shared=("mul",))
+               for k, p in enumerate(SILU)),
+             *(Rule(f"silu_conv_read_{k}", p, rewrite_silu_read, check=check_silu_read, dynamic_ok=True)
+               for k, p in enumerate(SILU_READ)))

@@ -29,12 +29,14 @@ def _quantized_conv(ctx: NodeCtx):
     requantize = None if ys is None else (float(np.asarray(ys).reshape(())), int(np.asarray(yz).reshape(())))
     clamp = attrs.get("clamp")
     clamp = None if clamp is None else (float(clamp[0]), float(clamp[1]))
+    silu_q = tuple(None if attrs.get(k) is None else (float(attrs[k][0]), int(attrs[k][1]))
+                   for k in ("silu_sigmoid_q", "silu_product_q"))
     packed = shared(w, ("qconv", float(sx), zx), lambda: PackedQConv(w, ws, sx, zx, b))
     compute, node_attrs = OPS["QuantizedConv"].compute, ctx.node.attrs
 
     def bind(ins, outs, scratch, nt=1):
         step = qconv_step(addr, packed, ins[0], outs[0], pads, dil, nt, strides=strides, clamp=clamp,
-                          requantize=requantize)
+                          requantize=requantize, silu=bool(attrs.get("silu")), silu_requantize=silu_q)
         return step or partial(lambda i, o: np.copyto(o, compute(node_attrs, *i)), ins, outs[0])
     return Impl(bind=bind)
 
