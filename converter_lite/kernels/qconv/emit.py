@@ -106,36 +106,40 @@ def _sigmoid(module: ir.Module, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.select(b.fcmp_ordered("<", x, ir.Constant(VEC, None)), b.fmul(e, s), s)
 
 
+def _round_trip(b: ir.IRBuilder, v: ir.Value, sv: ir.Value, zv: ir.Value) -> ir.Value:
+    """DequantizeLinear(QuantizeLinear(v)) with a uint8 zero point (scale ``sv``, zero point ``zv``: float32)."""
+    rint = module_rint(b.module)
+    zero, top = ir.Constant(VEC, None), ir.Constant(VEC, [255.0] * VL)
+    sv, zv = splat(b, sv), splat(b, zv)
+    t = b.fadd(b.call(rint, [b.fdiv(v, sv)]), zv)
+    t = b.select(b.fcmp_unordered("uno", t, t), zero, t)
+    t = b.select(b.fcmp_ordered("<", t, zero), zero, t)
+    t = b.select(b.fcmp_ordered(">", t, top), top, t)
+    return b.fmul(b.fsub(t, zv), sv)
+
+
+def module_rint(module: ir.Module) -> ir.Function:
+    return module.globals.get("llvm.rint.v16f32") or ir.Function(
+        module, ir.FunctionType(VEC, [VEC]), "llvm.rint.v16f32")
+
+
 def _quant_tail(module: ir.Module) -> ir.Function:
-    """``cl_qconv.tail(v, flags, osc, ozp, ssc, szp, psc, pzp) -> v``: the epilogue's steps after the clamp, as
-    the flags say -- the output's quantization round trip (FLAG_FQ), then SiLU (FLAG_SILU) with the sigmoid's
-    (FLAG_SFQ) and the product's (FLAG_PFQ) round trips.  One function, not inlined: every microkernel calls it
-    (the sigmoid inlined into each made the driver 2.5x larger, and the file of a small quantized model with it)."""
-    fnty = ir.FunctionType(VEC, [VEC, I64, F32, F32, F32, F32, F32, F32])
-    fn = internal_function(module, "cl_qconv.tail", fnty)
+    """``cl_qconv.silu(v, flags, ssc, szp, psc, pzp) -> v * s``: SiLU with the sigmoid's (FLAG_SFQ) and the
+    product's (FLAG_PFQ) quantization round trips.  One function every microkernel calls, only for a
+    convolution that has it: inlined, the sigmoid made the driver 2.5x larger (and the file of a small quantized
+    model with it), and computed for every convolution it cost 1x1 ones 8%."""
+    fnty = ir.FunctionType(VEC, [VEC, I64, F32, F32, F32, F32])
+    fn = internal_function(module, "cl_qconv.silu", fnty)
     if not fn.is_declaration:
         return fn
     fn.attributes.add("noinline")
-    out, flags, osc, ozp, ssc, szp, psc, pzp = fn.args
+    v, flags, ssc, szp, psc, pzp = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    rint = module.globals.get("llvm.rint.v16f32") or ir.Function(
-        module, ir.FunctionType(VEC, [VEC]), "llvm.rint.v16f32")
-    zero, top = ir.Constant(VEC, None), ir.Constant(VEC, [255.0] * VL)
     on = lambda bit: b.icmp_unsigned("!=", b.and_(flags, c64(bit)), c64(0))
-
-    def round_trip(v, sv, zv):
-        """DequantizeLinear(QuantizeLinear(v)) with a uint8 zero point."""
-        sv, zv = splat(b, sv), splat(b, zv)
-        t = b.fadd(b.call(rint, [b.fdiv(v, sv)]), zv)
-        t = b.select(b.fcmp_unordered("uno", t, t), zero, t)
-        t = b.select(b.fcmp_ordered("<", t, zero), zero, t)
-        t = b.select(b.fcmp_ordered(">", t, top), top, t)
-        return b.fmul(b.fsub(t, zv), sv)
-    out = b.select(on(FLAG_FQ), round_trip(out, osc, ozp), out)
-    sig = _sigmoid(module, b, out)                                          # SiLU: x * Sigmoid(x) ...
-    sig = b.select(on(FLAG_SFQ), round_trip(sig, ssc, szp), sig)
-    out = b.select(on(FLAG_SILU), b.fmul(out, sig), out)
-    b.ret(b.select(on(FLAG_PFQ), round_trip(out, psc, pzp), out))         # ... and its product's
+    sig = _sigmoid(module, b, v)
+    sig = b.select(on(FLAG_SFQ), _round_trip(b, sig, ssc, szp), sig)
+    out = b.fmul(v, sig)
+    b.ret(b.select(on(FLAG_PFQ), _round_trip(b, out, psc, pzp), out))
     return fn
 
 
@@ -175,6 +179,8 @@ def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool) -> ir.Function:
     has_bias, has_res, has_clamp = on(FLAG_BIAS), on(FLAG_RES), on(FLAG_CLAMP)
     lov, hiv = splat(b, lo), splat(b, hi)
     quant_tail = _quant_tail(module)
+    has_fq, has_silu = on(FLAG_FQ), on(FLAG_SILU)
+    silu_slot = b.alloca(VEC)
     zero = ir.Constant(VEC, None)
     bias_at = b.select(has_bias, bias, scale)                       # (a readable address either way)
     res_at = b.select(has_res, res, y)
@@ -197,7 +203,11 @@ def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool) -> ir.Function:
         clamped = bb.select(bb.fcmp_ordered("<", out, lov), lov, out)
         clamped = bb.select(bb.fcmp_ordered(">", clamped, hiv), hiv, clamped)
         out = bb.select(has_clamp, clamped, out)
-        out = bb.call(quant_tail, [out, flags, osc, ozp, ssc, szp, psc, pzp])
+        out = bb.select(has_fq, _round_trip(bb, out, osc, ozp), out)      # the output's QuantizeLinear -> DQ
+        bb.store(out, silu_slot)
+        with bb.if_then(has_silu):                                        # SiLU (rare): one shared function
+            bb.store(bb.call(quant_tail, [out, flags, ssc, szp, psc, pzp]), silu_slot)
+        out = bb.load(silu_slot)
         bb.call(fstore, [out, bb.bitcast(bb.gep(y, [off]), VECP), ir.Constant(I32, 4), mask])
 
     with b.if_else(b.icmp_signed("==", fwp, c64(0))) as (rowwise, flat):
