@@ -14,13 +14,11 @@ the first calibration input) and one per int8 weight (as passes/weight_quant.py'
 """
 from __future__ import annotations
 
-import csv
-import os
-
 import numpy as np
 
 from ..ir.core import Graph
 from ..model.quantized import QuantizedWeight, dequantize
+from . import weight_quant
 from .weight_quant import constant_arrays, digest
 
 BITS = 8
@@ -87,18 +85,4 @@ def report_rows(records, activations: list[dict]) -> list[dict]:
 
 def write_report(rows: list[dict], directory: str, model_name: str) -> str:
     """Writes ``<directory>/<model_name>_full_quant.csv`` (atomically); returns the path."""
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{model_name}_full_quant.csv")
-    tmp = path + ".part"
-    with open(tmp, "w", newline="") as f:
-        out = csv.DictWriter(f, fieldnames=REPORT_FIELDS)
-        out.writeheader()
-        for r in rows:
-            out.writerow({**r, "max_abs_error": _num(r["max_abs_error"], "{:.6g}"),
-                          "cosine": _num(r["cosine"], "{:.8f}")})
-    os.replace(tmp, path)
-    return path
-
-
-def _num(v, fmt: str) -> str:
-    return fmt.format(v) if isinstance(v, float) else str(v)
+    return weight_quant.write_report(rows, directory, model_name, "full_quant", REPORT_FIELDS)

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import os
 
 import numpy as np
 
+from ..fileio import write_text
 from ..ir.core import Graph, Node
 from ..model.quantized import quantize
 from ..quant_config import WeightQuantConfig
@@ -88,19 +90,22 @@ def report_row(node: Node, name: str, w: np.ndarray, deq: np.ndarray, bits: int,
             "max_abs_error": float(np.abs(a - b).max()) if a.size else 0.0, "cosine": cosine}
 
 
-def write_report(rows: list[dict], directory: str, model_name: str, kind: str = "weight_quant") -> str:
-    """Writes the rows as ``<directory>/<model_name>_<kind>.csv`` (atomically); returns the path.  ``kind``:
-    ``weight_quant`` here, ``dynamic_quant`` for passes/dynamic_quant.py."""
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{model_name}_{kind}.csv")
-    tmp = path + ".part"
-    with open(tmp, "w", newline="") as f:
-        out = csv.DictWriter(f, fieldnames=REPORT_FIELDS)
-        out.writeheader()
-        for r in rows:
-            out.writerow({**r, "max_abs_error": f"{r['max_abs_error']:.6g}", "cosine": f"{r['cosine']:.8f}"})
-    os.replace(tmp, path)
-    return path
+def write_report(rows: list[dict], directory: str, model_name: str, kind: str = "weight_quant",
+                 fields: tuple[str, ...] = REPORT_FIELDS) -> str:
+    """Writes the rows as ``<directory>/<model_name>_<kind>.csv`` (atomically, fileio.py); returns the path.
+    ``kind``: ``weight_quant`` here, ``dynamic_quant`` for passes/dynamic_quant.py, ``full_quant`` (with its
+    ``fields``) for passes/full_quant.py.  Errors and cosines are written with 6 and 8 digits; an empty cell
+    stays empty."""
+    buf = io.StringIO()
+    out = csv.DictWriter(buf, fieldnames=fields)
+    out.writeheader()
+    for r in rows:
+        out.writerow({**r, "max_abs_error": _num(r["max_abs_error"], "{:.6g}"), "cosine": _num(r["cosine"], "{:.8f}")})
+    return write_text(os.path.join(directory, f"{model_name}_{kind}.csv"), buf.getvalue())
+
+
+def _num(v, fmt: str) -> str:
+    return fmt.format(v) if isinstance(v, float) else str(v)
 
 
 def digest(a: np.ndarray) -> bytes:

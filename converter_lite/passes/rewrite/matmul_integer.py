@@ -111,11 +111,12 @@ def _column_weights(m: Match):
     """(int8 [K, N], float32 scale per column) of the MatMul's constant float32 weights, when they are int8 values
     times a scale per column bit for bit (a QDQ model's folded DequantizeLinear), else None."""
     from .quantized_conv import int8_weights
+    if hasattr(m, "int8"):                             # (found once per match: its check and its rewrite ask)
+        return m.int8
     w = m["w"].const
-    if w.ndim != 2 or w.dtype != np.float32:
-        return None
-    got = int8_weights(np.ascontiguousarray(w.T))
-    return None if got is None else (np.ascontiguousarray(got[0].T), got[1])
+    got = None if w.ndim != 2 or w.dtype != np.float32 else int8_weights(np.ascontiguousarray(w.T))
+    m.int8 = None if got is None else (np.ascontiguousarray(got[0].T), got[1])
+    return m.int8
 
 
 def check_qdq(m: Match) -> MatchResult:

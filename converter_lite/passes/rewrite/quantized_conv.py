@@ -81,6 +81,13 @@ def int8_weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     return (q.reshape(w.shape), scale) if done.all() else None
 
 
+def _weights(m: Match) -> tuple[np.ndarray, np.ndarray] | None:
+    """``int8_weights`` of the matched Conv's weight, found once per match (its check and its rewrite ask)."""
+    if not hasattr(m, "int8"):
+        m.int8 = int8_weights(m["w"].const)
+    return m.int8
+
+
 def _scalar(m: Match, name: str):
     v = m[name]
     return None if v is None else np.asarray(v.const).reshape(-1)
@@ -138,14 +145,14 @@ def check(m: Match) -> MatchResult:
     same = _same_quantization(m)
     if not same:
         return same
-    if int8_weights(m["w"].const) is None:
+    if _weights(m) is None:
         return MatchResult.fail("the weights are not int8 values times a scale per output channel")
     return MatchResult() if _candidate_ok(m) else MatchResult.fail("the int8 convolution does not take this Conv")
 
 
 def _candidate_ok(m: Match) -> bool:
     """The driver's own test, asked of the node the rewrite would make (not inserted anywhere)."""
-    q, scale = int8_weights(m["w"].const)
+    q, scale = _weights(m)
     x = m["x"]
     if x.type is not None and x.type.is_tensor and x.type.shape is None:
         # dims known only at run time: ask with the input's known parts (the runtime re-selects per shape and
@@ -156,7 +163,7 @@ def _candidate_ok(m: Match) -> bool:
 
 
 def rewrite(m: Match, b: GraphBuilder) -> Value:
-    q, scale = int8_weights(m["w"].const)
+    q, scale = _weights(m)
     attrs = dict(m.node("conv").attrs)
     return b.node("QuantizedConv", m["x"], m["s1"], m["z1"], b.const(q), b.const(scale), m["b"],
                   **attrs).outputs[0]
@@ -202,15 +209,12 @@ def check_silu(m: Match) -> MatchResult:
     """``x * Sigmoid(x)`` of a QuantizedConv's output ``x`` (nothing else reads it), the Sigmoid possibly through a
     QuantizeLinear -> DequantizeLinear pair, the product through one: all of it in the convolution's epilogue
     (kernels/qconv/emit.py ``FLAG_SILU``), a QDQ model's SiLU (YOLOv8's activation) in no extra pass."""
-    conv = m["ya"].producer
-    if conv is None or conv.op != "QuantizedConv" or conv.attrs.get("silu"):
-        return MatchResult.fail("not the output of a QuantizedConv without an activation")
-    inside = {id(m.node("sig")), id(m.node("mul"))}
-    if any(id(u) not in inside for u, _ in m["ya"].uses) or any(m["ya"] is o for o in m.graph.outputs):
-        return MatchResult.fail("the convolution's output has other readers")
+    source = _silu_source(m)
+    if not source:
+        return source
     pc = _pair(m, "sc", "sc2", "zc", "zc2")
-    if pc is None or ("qb" in m.named and _pair(m, "sb", "sb2", "zb", "zb2") is None):
-        return MatchResult.fail("the quantization pairs differ or are not uint8 per tensor")
+    if pc is None:
+        return MatchResult.fail("the product's quantization pair differs or is not uint8 per tensor")
     if not all(_requantizes(user, pos, pc) for user, pos in _outside(m)):
         return MatchResult.fail("the product has readers other than int8 convolutions quantizing it the same way")
     return MatchResult()
@@ -234,11 +238,7 @@ def _requantizes(user, pos: int, pair: list) -> bool:
 
 
 def rewrite_silu(m: Match, b: GraphBuilder) -> Value:
-    conv = m["ya"].producer
-    attrs = dict(conv.attrs, silu=1, silu_product_q=_pair(m, "sc", "sc2", "zc", "zc2"))
-    if "qb" in m.named:
-        attrs["silu_sigmoid_q"] = _pair(m, "sb", "sb2", "zb", "zb2")
-    out = b.node("QuantizedConv", *conv.inputs, **attrs).outputs[0]
+    out = _silu_conv(m, b, _pair(m, "sc", "sc2", "zc", "zc2"))
     if not _outside(m):
         return out
     return {m.root.outputs[0]: out, m.node("mul").outputs[0]: out}     # (its outside readers requantize it)
@@ -258,6 +258,21 @@ def _readers_pair(m: Match) -> list | None:
 
 
 def check_silu_read(m: Match) -> MatchResult:
+    source = _silu_source(m)
+    if not source:
+        return source
+    if _readers_pair(m) is None:
+        return MatchResult.fail("the product is not read only by int8 convolutions quantizing it the same way")
+    return MatchResult()
+
+
+def rewrite_silu_read(m: Match, b: GraphBuilder) -> Value:
+    return _silu_conv(m, b, _readers_pair(m))
+
+
+def _silu_source(m: Match) -> MatchResult:
+    """The SiLU rules' common part: ``ya`` is the output of a QuantizedConv without an activation, read only by
+    the matched Sigmoid and Mul, and the Sigmoid's quantization pair (when there is one) is uint8 per tensor."""
     conv = m["ya"].producer
     if conv is None or conv.op != "QuantizedConv" or conv.attrs.get("silu"):
         return MatchResult.fail("not the output of a QuantizedConv without an activation")
@@ -266,14 +281,13 @@ def check_silu_read(m: Match) -> MatchResult:
         return MatchResult.fail("the convolution's output has other readers")
     if "qb" in m.named and _pair(m, "sb", "sb2", "zb", "zb2") is None:
         return MatchResult.fail("the sigmoid's quantization pair differs or is not uint8 per tensor")
-    if _readers_pair(m) is None:
-        return MatchResult.fail("the product is not read only by int8 convolutions quantizing it the same way")
     return MatchResult()
 
 
-def rewrite_silu_read(m: Match, b: GraphBuilder) -> Value:
+def _silu_conv(m: Match, b: GraphBuilder, product_pair: list) -> Value:
+    """The matched convolution again, with the SiLU (and its quantization pairs) in its epilogue."""
     conv = m["ya"].producer
-    attrs = dict(conv.attrs, silu=1, silu_product_q=_readers_pair(m))
+    attrs = dict(conv.attrs, silu=1, silu_product_q=product_pair)
     if "qb" in m.named:
         attrs["silu_sigmoid_q"] = _pair(m, "sb", "sb2", "zb", "zb2")
     return b.node("QuantizedConv", *conv.inputs, **attrs).outputs[0]
