@@ -482,16 +482,15 @@ def check_sections(sections: Mapping[str, Mapping[str, str]], path: str = "<conf
             if params:
                 warn(f"{path}: keys before any [section] are ignored: {', '.join(params)}")
             continue
-        if name in ("common_quant_param", "dynamic_quant_param"):
+        if name in ("common_quant_param", "dynamic_quant_param", "mixed_bit_weight_quant_param",
+                    "weight_quant_param"):
             continue                                       # quant_config.parse_quant_sections reads (checks) them
         if name in FULL_QUANT_SECTIONS and full_quant:
             continue                                       # read (checked) by parse_quant_sections too
         if name in QUANT_SECTIONS:
             raise ConverterError(RET_INPUT_PARAM_INVALID,
-                                 f"{path}: section [{name}] is not supported yet (only [common_quant_param] with "
-                                 "quant_type=WEIGHT_QUANT, DYNAMIC_QUANT or FULL_QUANT, [dynamic_quant_param] with "
-                                 "DYNAMIC_QUANT and [full_quant_param]/[data_preprocess_param] with FULL_QUANT, are); "
-                                 "remove the section")
+                                 f"{path}: section [{name}] applies to [common_quant_param] quant_type=FULL_QUANT "
+                                 "only; remove the section or set quant_type=FULL_QUANT")
         if name in HARDWARE_SECTIONS:
             raise ConverterError(RET_INPUT_PARAM_INVALID,
                                  f"{path}: section [{name}] is not supported: {HARDWARE_SECTIONS[name]}")

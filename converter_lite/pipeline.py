@@ -161,9 +161,10 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
     quantized, quant_rows = None, []
     if quant is not None and quant.quant_type == "WEIGHT_QUANT":
         from .passes.weight_quant import quantize_weights
-        quantized, quant_rows = quantize_weights(graph, quant)
+        quantized, quant_rows, init_scale = quantize_weights(graph, quant)
         stats["weight_quant"] = len(quant_rows)
-        log.info("weight quantization: %d weights to %d bits", len(quant_rows), quant.bit_num)
+        log.info("weight quantization: %d weights to %s bits", len(quant_rows),
+                 quant.bit_num or f"mixed (init_scale {init_scale:.4g})")
     elif dynamic is not None:
         from .passes.dynamic_quant import storage_map
         quantized, quant_rows = storage_map(graph, dynamic), dynamic.rows
@@ -195,9 +196,12 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
     elif quant is not None:
         key = "weight_quant" if quant.quant_type == "WEIGHT_QUANT" else "dynamic_quant"
         metadata[key] = {"bit_num": quant.bit_num, "weights": len(quant_rows)}
+        if quant.quant_type == "WEIGHT_QUANT" and quant.bit_num == 0:
+            metadata[key].update(init_scale=init_scale, auto_tune=quant.auto_tune,
+                                 bits=[int(r["bits"]) for r in quant_rows])
         if dynamic is not None:
             metadata[key].update(nodes=dynamic.nodes, quant_strategy=quant.quant_strategy)
-    if embed_source and not fp16 and quant is None and graph.metadata.get("dynamic_inputs"):
+    if embed_source and not fp16 and not bf16 and quant is None and graph.metadata.get("dynamic_inputs"):
         # the runtime re-specializes the model for other shapes of the dynamic dims from this (runtime/respecialize.py);
         # not with fp16 weights, whose point is a small file (the source holds them in float32)
         from .frontend.onnx_import import source_bytes

@@ -13,14 +13,20 @@ the pipeline dispatches on it:
 * ``quant_type=FULL_QUANT`` -> FullQuantConfig: post-training static quantization calibrated on the files of
   ``[data_preprocess_param]`` (required), tuned by ``[full_quant_param]``; onnxruntime's ``quantize_static``
   writes the QDQ model that the converter then imports (frontend/full_quant.py).  ``bit_num`` must be 8.
-* mixed-bit weights (``bit_num=0``) are not built yet (-600), nor ``[mixed_bit_weight_quant_param]`` and
-  ``[weight_quant_param]`` (config.check_sections refuses them).
+* ``quant_type=WEIGHT_QUANT`` with ``bit_num=0``: mixed bits, each weight with the fewest bits (2-16) whose
+  relative error is at most ``[mixed_bit_weight_quant_param] init_scale`` (default 0.02, in (0, 1));
+  ``auto_tune=true`` searches the largest ``init_scale`` whose model output keeps a cosine of at least 0.995 with
+  the float model's (passes/weight_quant.py).  ``[mixed_bit_weight_quant_param]`` applies to ``bit_num=0`` only.
+* ``[weight_quant_param]`` (WEIGHT_QUANT only): ``per_channel`` (default true; false: one scale per weight),
+  ``bias_correction`` (false only: correcting a weight-only quantization's bias needs calibration data, which
+  WEIGHT_QUANT does not take), ``dequant_strategy`` (ON_THE_FLY is Ascend's: refused).
 
 All built types read ``min_quant_weight_size`` (elements), ``min_quant_weight_channel`` (output channels),
 ``skip_quant_node`` (node names, comma-separated) and ``debug_info_save_path`` (a CSV report).  MindSpore
 documents the two thresholds for weight quantization only, so with FULL_QUANT they default to 0 (every supported
 node is quantized, as MindSpore does) and are honoured when the file sets them.
-``enable_encode`` is accepted and has no effect (the integers are stored unpacked).  Unlike the graph-kernel
+``enable_encode`` (default true) stores integers of fewer than 8 bits packed (model/quantized.py); as in
+MindSpore, false is refused unless ``bit_num`` is 8 or 16 (other widths are only stored packed).  Unlike the graph-kernel
 flags, a bad key or value here fails (-600 naming the key): a typo would otherwise leave the model unquantized
 without a word.  ``[dynamic_quant_param]`` is meaningful only with ``quant_type=DYNAMIC_QUANT``, and
 ``[full_quant_param]``/``[data_preprocess_param]`` only with ``FULL_QUANT``; anywhere else they fail too.
@@ -57,11 +63,14 @@ class WeightQuantConfig:
     """MindSpore's ``[common_quant_param]`` with ``quant_type=WEIGHT_QUANT``: weights stored with ``bit_num`` bits
     per element and one scale per output channel (passes/weight_quant.py)."""
     quant_type: ClassVar[str] = "WEIGHT_QUANT"
-    bit_num: int = 8
+    bit_num: int = 8                       # 0: mixed bits (init_scale, auto_tune)
     min_quant_weight_size: int = 0
     min_quant_weight_channel: int = 16
     skip_quant_node: tuple[str, ...] = ()
     debug_info_save_path: str = ""
+    init_scale: float = 0.02
+    auto_tune: bool = False
+    per_channel: bool = True
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,8 @@ IMAGE_KEYS = ("image_to_format", "normalize_mean", "normalize_std", "resize_widt
 PREPROCESS_KEYS = ("calibrate_path", "calibrate_size", "input_type", *IMAGE_KEYS)
 FULL_KEYS = ("activation_quant_method", "bias_correction", "per_channel", "target_device", "enable_all_ops")
 ACTIVATION_QUANT_METHODS = ("MAX_MIN", "KL", "REMOVAL_OUTLIER")
+MIXED_BIT_KEYS = ("init_scale", "auto_tune")
+WEIGHT_KEYS = ("per_channel", "bias_correction", "dequant_strategy")
 _BOOLS = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False}
 
 log = logging.getLogger("converter_lite")
@@ -124,18 +135,19 @@ def _unknown_key(key: str, known: tuple[str, ...]) -> str:
 def parse_quant_sections(sections: Mapping[str, Mapping[str, str]], path: str = "<config>") -> QuantConfig | None:
     """``[common_quant_param]`` (+ ``[dynamic_quant_param]``, or ``[data_preprocess_param]`` and
     ``[full_quant_param]``) -> WeightQuantConfig, DynamicQuantConfig or FullQuantConfig (None without the
-    section).  A bad key or value fails (-600 naming the key); mixed-bit (``bit_num=0``) and
-    ``quant_strategy=ACWL`` are not built yet (-600)."""
+    section).  A bad key or value fails (-600 naming the key); ``quant_strategy=ACWL`` is not built yet (-600)."""
     params = sections.get("common_quant_param")
     dynamic = sections.get("dynamic_quant_param")
     if params is None:
         if dynamic is not None:
             raise ConverterError(RET_INPUT_PARAM_INVALID, f"{path}: [dynamic_quant_param] needs [common_quant_param] "
                                                           "quant_type=DYNAMIC_QUANT")
-        for name in ("data_preprocess_param", "full_quant_param"):
+        for name, qtype in (("data_preprocess_param", "FULL_QUANT"), ("full_quant_param", "FULL_QUANT"),
+                            ("mixed_bit_weight_quant_param", "WEIGHT_QUANT bit_num=0"),
+                            ("weight_quant_param", "WEIGHT_QUANT")):
             if name in sections:
                 raise ConverterError(RET_INPUT_PARAM_INVALID, f"{path}: [{name}] needs [common_quant_param] "
-                                                              "quant_type=FULL_QUANT")
+                                                              f"quant_type={qtype}")
         return None
 
     def fail(msg: str) -> ConverterError:
@@ -150,6 +162,12 @@ def parse_quant_sections(sections: Mapping[str, Mapping[str, str]], path: str = 
                    "quant_type is missing (WEIGHT_QUANT, FULL_QUANT or DYNAMIC_QUANT)")
     if qtype not in BUILT_QUANT_TYPES:
         raise fail(f"quant_type={qtype} is not supported yet (only {', '.join(BUILT_QUANT_TYPES)} are)")
+    if qtype != "WEIGHT_QUANT":
+        for name in ("mixed_bit_weight_quant_param", "weight_quant_param"):
+            if name in sections:
+                raise ConverterError(RET_INPUT_PARAM_INVALID,
+                                     f"{path}: [{name}] applies to quant_type=WEIGHT_QUANT only ([common_quant_param] "
+                                     f"has quant_type={qtype}); remove the section")
     if qtype != "FULL_QUANT":
         for name in ("data_preprocess_param", "full_quant_param"):
             if name in sections:
@@ -182,10 +200,13 @@ def parse_quant_sections(sections: Mapping[str, Mapping[str, str]], path: str = 
         if bits != 8:
             raise fail(f"bit_num={bits}: quant_type=FULL_QUANT supports 8 bits only")
         return FullQuantConfig(bit_num=8, **common, **_preprocess(sections, path), **_full_params(sections, path))
+    encode = _bool_key(params, "enable_encode", True, fail)
+    if not encode and bits not in (8, 16):
+        raise fail(f"enable_encode=false: bit_num={bits} is stored packed only (MindSpore allows false with 8 or 16 "
+                   "bits)")
     if qtype == "WEIGHT_QUANT":
-        if bits == 0:
-            raise fail("bit_num=0 (mixed-bit weight quantization) is not supported yet; use 1-16")
-        return WeightQuantConfig(bit_num=bits, **common)
+        return WeightQuantConfig(bit_num=bits, **common, **_mixed_bit(sections, bits, path),
+                                 **_weight_params(sections, path))
     if bits != 8:
         raise fail(f"bit_num={bits}: quant_type=DYNAMIC_QUANT supports 8 bits only")
     return DynamicQuantConfig(bit_num=8, quant_strategy=_quant_strategy(dynamic or {}, path), **common)
@@ -206,6 +227,46 @@ def _quant_strategy(params: Mapping[str, str], path: str) -> str:
     if strategy == "ACWL":
         raise fail("quant_strategy=ACWL (activation per channel, weight per layer) is not supported yet; use ALWC")
     return strategy
+
+
+def _mixed_bit(sections: Mapping[str, Mapping[str, str]], bits: int, path: str) -> dict:
+    """``[mixed_bit_weight_quant_param]`` (``bit_num=0`` only) -> WeightQuantConfig fields."""
+    fail = _section_fail(path, "mixed_bit_weight_quant_param")
+    params = sections.get("mixed_bit_weight_quant_param")
+    if params is None:
+        return {}
+    if bits != 0:
+        raise fail(f"applies to bit_num=0 (mixed bits) only; [common_quant_param] has bit_num={bits}: remove the "
+                   "section or set bit_num=0")
+    _check_keys(params, MIXED_BIT_KEYS, fail)
+    text = params.get("init_scale", "").strip()
+    out = {"auto_tune": _bool_key(params, "auto_tune", False, fail)}
+    if text:
+        try:
+            scale = float(text)
+        except ValueError:
+            raise fail(f"init_scale={text!r}: not a number") from None
+        if not 0 < scale < 1:
+            raise fail(f"init_scale={text}: out of range (0, 1)")
+        out["init_scale"] = scale
+    return out
+
+
+def _weight_params(sections: Mapping[str, Mapping[str, str]], path: str) -> dict:
+    """``[weight_quant_param]`` (optional) -> WeightQuantConfig fields."""
+    fail = _section_fail(path, "weight_quant_param")
+    params = sections.get("weight_quant_param", {})
+    _check_keys(params, WEIGHT_KEYS, fail)
+    if _bool_key(params, "bias_correction", False, fail):
+        raise fail("bias_correction=true: correcting the bias of a weight-only quantization needs calibration data, "
+                   "which WEIGHT_QUANT does not take (FULL_QUANT's [full_quant_param] bias_correction does it); set "
+                   "false or remove the key")
+    strategy = params.get("dequant_strategy", "").strip()
+    if strategy:
+        raise fail(f"dequant_strategy={strategy}: ON_THE_FLY is Ascend's online dequantization; converter_lite "
+                   "dequantizes the weights once at load on the CPU; remove the key" if strategy == "ON_THE_FLY" else
+                   f"dequant_strategy={strategy!r}: MindSpore knows ON_THE_FLY only (an Ascend mode); remove the key")
+    return {"per_channel": _bool_key(params, "per_channel", True, fail)}
 
 
 def _section_fail(path: str, section: str):

@@ -17,7 +17,8 @@ does); a tuple or list becomes a JSON list (decoded as a tuple); everything else
 
 A weight stored quantized (``[common_quant_param] quant_type=WEIGHT_QUANT``) is ``{"dtype": float dtype, "shape":
 [...], "quant": {"bits": int, "axis": int, "q": <int8/int16 tensor ref>, "scale": <float32 tensor ref>}}``,
-dequantized at load (model/quantized.py).
+dequantized at load (model/quantized.py); below 8 bits ``"q"`` is the uint8 bytes of ``pack_bits`` and the quant
+object holds ``"packed": true``.
 A tensor ref is ``{"dtype": dtype tag, "shape": [...], "offset": int, "nbytes": int}`` into the weights
 blob, where each tensor starts on a 64-byte boundary so that loading can view it in place (np.frombuffer over a
 memory map, no copy).  String tensors (dtype object) are stored inline as ``{"dtype": "str", "shape": [...],
@@ -35,7 +36,7 @@ import numpy as np
 
 from ..ir.core import KINDS, Graph, Node, TensorType, Value
 from ..ir.dtype import DType
-from .quantized import dequantize, storage_dtype
+from .quantized import dequantize, pack_bits, storage_dtype, unpack_bits
 
 ALIGN = 64
 _TAG = "$"
@@ -90,8 +91,12 @@ class WeightsWriter:
             return hit[1]
         qw = self.quantized.get(id(array))
         if qw is not None:
+            packed = qw.bits < 8
+            q = pack_bits(qw.q, qw.bits) if packed else qw.q
             ref = {"dtype": np.dtype(qw.dtype).newbyteorder("<").str, "shape": list(np.shape(array)),
-                   "quant": {"bits": qw.bits, "axis": qw.axis, "q": self.add(qw.q), "scale": self.add(qw.scale)}}
+                   "quant": {"bits": qw.bits, "axis": qw.axis, "q": self.add(q), "scale": self.add(qw.scale)}}
+            if packed:
+                ref["quant"]["packed"] = True
             self._seen[id(array)] = (array, ref)
             return ref
         a = np.asarray(array)
@@ -147,6 +152,10 @@ def _read_quantized(ref: dict, shape: tuple, blob, blob_size: int) -> np.ndarray
         bits, axis = int(quant["bits"]), int(quant["axis"])
         q, scale = read_tensor(quant["q"], blob, blob_size), read_tensor(quant["scale"], blob, blob_size)
         dtype = np.dtype(ref["dtype"])
+        if quant.get("packed"):
+            if q.dtype != np.uint8 or not 1 <= bits < 8:
+                raise ValueError(f"packed integers must be uint8 bytes of 1-7 bits, not {q.dtype} of {bits} bits")
+            q = unpack_bits(q, bits, int(np.prod(shape, dtype=np.int64))).reshape(shape)
     except (KeyError, TypeError, ValueError) as e:
         raise CodecError(f"bad quantized tensor ref: {e}") from None
     if q.shape != shape or not 1 <= bits <= 16 or q.dtype != storage_dtype(bits) or dtype.kind != "f" \

@@ -10,8 +10,16 @@ loaded model will, and the ``.ms`` stores the integers and scales (``quantized``
 ``save_model``); the loader dequantizes once.  Runs after the graph-kernel optimizer, on the weights the runtime
 reads (Conv+BatchNorm already folded).
 
-``quantize_weights`` returns the map for ``save_model`` and one report row per weight (node, weight, shape, bits,
-axis, max |error|, cosine with the float weight), which ``debug_info_save_path`` writes as CSV.
+``bit_num=0`` (mixed bits, ``[mixed_bit_weight_quant_param]``): each weight gets the fewest bits whose relative
+error is at most ``init_scale`` (model/quantized.py ``mixed_bits``).  With ``auto_tune=true`` the scale is
+searched instead (``tune_init_scale``): the largest ``init_scale`` in [1e-4, 0.5] (bisection in log space,
+``TUNE_STEPS`` model runs) whose model output keeps a cosine of at least ``TUNE_COSINE`` with the float model's
+on a seeded input (float inputs standard normal, integer inputs 1, dynamic dims 1), the graph run by the
+reference interpreter (ops/interpret.py).
+
+``quantize_weights`` returns the map for ``save_model``, one report row per weight (node, weight, shape, bits,
+axis, max |error|, cosine with the float weight), which ``debug_info_save_path`` writes as CSV, and the
+``init_scale`` used (None with fixed bits).
 """
 from __future__ import annotations
 
@@ -23,8 +31,8 @@ import os
 import numpy as np
 
 from ..fileio import write_text
-from ..ir.core import Graph, Node
-from ..model.quantized import quantize
+from ..ir.core import Graph, Node, Value
+from ..model.quantized import mixed_bits, quantize, relative_error
 from ..quant_config import WeightQuantConfig
 
 REPORT_FIELDS = ("node", "weight", "shape", "bits", "axis", "max_abs_error", "cosine")
@@ -55,12 +63,14 @@ def is_skipped(node: Node, skip: frozenset[str]) -> bool:
     return node.name in skip or any(s in skip for s in node.attrs.get("source_nodes", ()) or ())
 
 
-def quantize_weights(graph: Graph, cfg: WeightQuantConfig) -> tuple[dict, list[dict]]:
-    """Quantizes ``graph``'s weights in place (see the module doc); returns ({id(array): QuantizedWeight},
-    report rows)."""
-    quantized: dict[int, object] = {}
-    done: set[int] = set()
-    rows: list[dict] = []
+TUNE_COSINE = 0.995            # MindSpore's auto_tune target: output cosine with the float model "around 0.995"
+TUNE_RANGE = (1e-4, 0.5)
+TUNE_STEPS = 10
+
+
+def _slots(graph: Graph, cfg: WeightQuantConfig) -> list[tuple[Node, Value, int]]:
+    """(node, weight value, channel axis) of every weight to quantize, each value once."""
+    out, done = [], set()
     skip = frozenset(cfg.skip_quant_node)
     for g in graph.all_graphs():
         for node in g.nodes:
@@ -73,12 +83,96 @@ def quantize_weights(graph: Graph, cfg: WeightQuantConfig) -> tuple[dict, list[d
                         or w.shape[axis] < cfg.min_quant_weight_channel:
                     continue
                 done.add(id(v))
-                qw = quantize(w, cfg.bit_num, axis)
-                deq = qw.dequantize()
-                rows.append(report_row(node, v.name, w, deq, cfg.bit_num, qw.axis))
-                v.const = deq
-                quantized[id(deq)] = qw
-    return quantized, rows
+                out.append((node, v, axis))
+    return out
+
+
+def quantize_weights(graph: Graph, cfg: WeightQuantConfig) -> tuple[dict, list[dict], float | None]:
+    """Quantizes ``graph``'s weights in place (see the module doc); returns ({id(array): QuantizedWeight},
+    report rows, the init_scale of mixed bits or None)."""
+    slots = _slots(graph, cfg)
+    scale = None
+    if cfg.bit_num == 0:
+        scale = tune_init_scale(graph, slots, cfg) if cfg.auto_tune else cfg.init_scale
+    quantized: dict[int, object] = {}
+    rows: list[dict] = []
+    for node, v, axis in slots:
+        w = v.const
+        qw = mixed_bits(w, axis, scale, cfg.per_channel) if scale is not None else \
+            quantize(w, cfg.bit_num, axis, cfg.per_channel)
+        deq = qw.dequantize()
+        rows.append(report_row(node, v.name, w, deq, qw.bits, qw.axis))
+        v.const = deq
+        quantized[id(deq)] = qw
+    return quantized, rows, scale
+
+
+def tune_init_scale(graph: Graph, slots: list, cfg: WeightQuantConfig) -> float:
+    """``auto_tune``: the largest init_scale whose quantized model keeps the output cosine >= ``TUNE_COSINE``
+    (module doc).  The weights are back to float when it returns."""
+    from ..errors import RET_INPUT_PARAM_INVALID, ConverterError
+    from ..ops.interpret import eval_graph
+
+    originals = [v.const for _, v, _ in slots]
+    feeds = _tune_feeds(graph)
+    try:
+        reference = _flat_outputs(eval_graph(graph, feeds))
+    except Exception as e:                                     # noqa: BLE001 - any kernel's failure, reported
+        raise ConverterError(RET_INPUT_PARAM_INVALID,
+                             f"[mixed_bit_weight_quant_param] auto_tune=true: the model did not run on the seeded "
+                             f"input auto_tune uses ({type(e).__name__}: {e}); set auto_tune=false and an "
+                             "init_scale") from None
+    # the bits each weight takes at a scale only change where its error curve crosses it: cache by the bits chosen
+    errors = [{b: relative_error(w, quantize(w, b, axis, cfg.per_channel)) for b in range(2, 17)}
+              for w, (_, _, axis) in zip(originals, slots)]
+    seen: dict[tuple, float] = {}
+
+    def cosine_at(scale: float) -> float:
+        bits = tuple(min((b for b, e in errs.items() if e <= scale), default=16) for errs in errors)
+        if bits not in seen:
+            for (_, v, axis), w, b in zip(slots, originals, bits):
+                v.const = quantize(w, b, axis, cfg.per_channel).dequantize()
+            seen[bits] = _cosine(reference, _flat_outputs(eval_graph(graph, feeds)))
+        return seen[bits]
+
+    lo, hi = np.log(TUNE_RANGE[0]), np.log(TUNE_RANGE[1])
+    try:
+        if cosine_at(float(np.exp(hi))) >= TUNE_COSINE:
+            return float(np.exp(hi))
+        for _ in range(TUNE_STEPS):
+            mid = (lo + hi) / 2
+            if cosine_at(float(np.exp(mid))) >= TUNE_COSINE:
+                lo = mid
+            else:
+                hi = mid
+        return float(np.exp(lo))
+    finally:
+        for (_, v, _), w in zip(slots, originals):
+            v.const = w
+
+
+def _tune_feeds(graph: Graph) -> dict:
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for v in graph.inputs:
+        t = v.type
+        shape = tuple(d if isinstance(d, int) and d >= 0 else 1 for d in (t.shape or ()))
+        dt = t.dtype.np
+        feeds[v.name] = rng.standard_normal(shape).astype(dt) if np.dtype(dt).kind == "f" else np.ones(shape, dt)
+    return feeds
+
+
+def _flat_outputs(outputs: list) -> np.ndarray:
+    parts = [np.asarray(o, np.float64).reshape(-1) for o in outputs
+             if isinstance(o, np.ndarray) and o.dtype.kind == "f"]
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    ok = np.isfinite(a) & np.isfinite(b)
+    a, b = a[ok], b[ok]
+    denom = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b / denom) if denom > 0 else float(np.array_equal(a, b))
 
 
 def report_row(node: Node, name: str, w: np.ndarray, deq: np.ndarray, bits: int, axis: int) -> dict:

@@ -211,12 +211,43 @@ HARDWARE = ["ascend_context", "acl_option_cfg_param", "micro_param", "registry",
             "custom_opp_path"]
 
 
-@pytest.mark.parametrize("section", QUANT[1:-1])
-def test_quantization_sections_but_the_common_one_fail_not_supported_yet(tmp_path, section):
+@pytest.mark.parametrize("section, words", [
+    ("full_quant_param", ["applies to [common_quant_param] quant_type=FULL_QUANT only"]),
+    ("data_preprocess_param", ["applies to [common_quant_param] quant_type=FULL_QUANT only"]),
+    ("mixed_bit_weight_quant_param", ["unknown key 'bit_num'", "init_scale, auto_tune"]),
+    ("weight_quant_param", ["unknown key 'bit_num'", "per_channel, bias_correction, dequant_strategy"]),
+])
+def test_quantization_sections_are_checked_against_the_quant_type(tmp_path, section, words):
     cfg = tmp_path / "q.cfg"
-    cfg.write_text(f"[common_quant_param]\nquant_type=WEIGHT_QUANT\n[{section}]\nbit_num=8\n")
+    cfg.write_text(f"[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=0\n[{section}]\nbit_num=8\n")
     r, out = convert(tmp_path, f"--configFile={cfg}")
-    assert_failed(r, -600, f"[{section}] is not supported yet", out_dir=out)
+    assert_failed(r, -600, f"[{section}]", *words, out_dir=out)
+
+
+@pytest.mark.parametrize("body, words", [
+    ("bit_num=8\n[mixed_bit_weight_quant_param]\ninit_scale=0.05\n", ["applies to bit_num=0", "bit_num=8"]),
+    ("bit_num=0\n[mixed_bit_weight_quant_param]\ninit_scale=1.5\n", ["init_scale=1.5: out of range (0, 1)"]),
+    ("bit_num=0\n[mixed_bit_weight_quant_param]\ninit_scale=small\n", ["init_scale='small': not a number"]),
+    ("bit_num=0\n[mixed_bit_weight_quant_param]\nauto_tune=maybe\n", ["auto_tune='maybe': must be true or false"]),
+    ("bit_num=4\n[weight_quant_param]\nbias_correction=true\n", ["bias_correction=true", "calibration data"]),
+    ("bit_num=4\n[weight_quant_param]\ndequant_strategy=ON_THE_FLY\n", ["ON_THE_FLY is Ascend's"]),
+    ("bit_num=4\nenable_encode=false\n", ["enable_encode=false", "bit_num=4 is stored packed only"]),
+])
+def test_bad_mixed_bit_and_weight_params_fail_naming_the_key(tmp_path, body, words):
+    cfg = tmp_path / "q.cfg"
+    cfg.write_text("[common_quant_param]\nquant_type=WEIGHT_QUANT\n" + body)
+    r, out = convert(tmp_path, f"--configFile={cfg}")
+    assert_failed(r, -600, *words, out_dir=out)
+
+
+def test_mixed_bit_section_needs_weight_quant(tmp_path):
+    cfg = tmp_path / "q.cfg"
+    cfg.write_text("[common_quant_param]\nquant_type=DYNAMIC_QUANT\n[mixed_bit_weight_quant_param]\ninit_scale=0.1\n")
+    r, out = convert(tmp_path, f"--configFile={cfg}")
+    assert_failed(r, -600, "[mixed_bit_weight_quant_param] applies to quant_type=WEIGHT_QUANT only", out_dir=out)
+    cfg.write_text("[mixed_bit_weight_quant_param]\ninit_scale=0.1\n")
+    r, out = convert(tmp_path, f"--configFile={cfg}")
+    assert_failed(r, -600, "needs [common_quant_param] quant_type=WEIGHT_QUANT bit_num=0", out_dir=out)
 
 
 def test_dynamic_quant_section_only_with_dynamic_quant(tmp_path):
@@ -236,7 +267,6 @@ def test_dynamic_quant_section_only_with_dynamic_quant(tmp_path):
     ("quant_type=DYNAMIC_QUANT\nbit_num=7\n", ["bit_num=7: quant_type=DYNAMIC_QUANT supports 8 bits only"]),
     ("quant_type=WEIGHT_QUANT\nbit_num=17\n", ["bit_num=17: out of range [0, 16]"]),
     ("quant_type=WEIGHT_QUANT\nbit_num=eight\n", ["bit_num='eight': not an integer"]),
-    ("quant_type=WEIGHT_QUANT\nbit_num=0\n", ["bit_num=0 (mixed-bit", "not supported yet"]),
     ("quant_type=WEIGHT_QUANT\nmin_quant_weight_size=-1\n", ["min_quant_weight_size=-1: out of range"]),
     ("quant_type=WEIGHT_QUANT\nbit_nums=8\n", ["unknown key 'bit_nums'; did you mean 'bit_num'?"]),
 ])

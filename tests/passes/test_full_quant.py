@@ -414,9 +414,9 @@ def test_bad_configs_fail_naming_the_key_and_write_nothing(cases, tmp_path, spec
 def test_sections_need_full_quant(cases, tmp_path):
     case = cases["small"]
     for body, words in [
-        ("[data_preprocess_param]\ninput_type=BIN\n", "[data_preprocess_param] is not supported yet"),
+        ("[data_preprocess_param]\ninput_type=BIN\n", "[data_preprocess_param] applies to [common_quant_param]"),
         ("[common_quant_param]\nquant_type=DYNAMIC_QUANT\n[full_quant_param]\nper_channel=true\n",
-         "[full_quant_param] is not supported yet"),
+         "[full_quant_param] applies to [common_quant_param]"),
     ]:
         cfg = tmp_path / "s.cfg"
         cfg.write_text(body)

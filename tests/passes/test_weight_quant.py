@@ -1,7 +1,8 @@
 """[common_quant_param] quant_type=WEIGHT_QUANT (passes/weight_quant.py, model/quantized.py): per-channel weights
-of 1-16 bits stored as integers and scales, dequantized at load; the file shrinks, the outputs stay close to
-the float model's, the thresholds and skip list are honoured, and the loaded weights are exactly the ones the
-converter computed with."""
+of 1-16 bits stored as integers and scales (packed below 8 bits), dequantized at load; the file shrinks, the
+outputs stay close to the float model's, the thresholds and skip list are honoured, and the loaded weights are
+exactly the ones the converter computed with.  Mixed bits (bit_num=0): each weight with the fewest bits within
+init_scale, or init_scale searched (auto_tune) for an output cosine of 0.995."""
 from __future__ import annotations
 
 import csv
@@ -13,7 +14,7 @@ import pytest
 import converter_lite
 from converter_lite.quant_config import WeightQuantConfig
 from converter_lite.model.format import load_model
-from converter_lite.model.quantized import dequantize, quantize
+from converter_lite.model.quantized import dequantize, mixed_bits, pack_bits, quantize, relative_error, unpack_bits
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHARED = os.path.join(ROOT, "..", "shared", "models")
@@ -119,3 +120,76 @@ def test_fp16_and_weight_quant_are_exclusive(tmp_path):
         converter_lite.convert(ATTENTION, str(tmp_path / "q"), config_file=str(cfg), fp16=True)
     assert e.value.code == -600 and "use one of them" in str(e.value)
     assert not (tmp_path / "q.ms").exists()
+
+
+@pytest.mark.parametrize("bits", range(1, 8))
+@pytest.mark.parametrize("count", [0, 1, 7, 8, 9, 61])
+def test_packed_integers_round_trip(rng, bits, count):
+    q = quantize(rng.standard_normal((count, 1)).astype(np.float32) * 3, bits, 1).q.reshape(-1)
+    if count >= 8 and bits > 1:
+        q[:2] = [-(2 ** (bits - 1) - 1), 2 ** (bits - 1) - 1]              # both ends of the range
+    packed = pack_bits(q, bits)
+    assert packed.dtype == np.uint8 and packed.size == -(-count // 8) * bits
+    np.testing.assert_array_equal(unpack_bits(packed, bits, count), q)
+    with pytest.raises(ValueError):
+        unpack_bits(packed[:-1] if packed.size else np.zeros(1, np.uint8), bits, count)
+
+
+def test_mixed_bits_take_the_fewest_bits_within_the_scale(rng):
+    w = rng.standard_normal((32, 64)).astype(np.float32)
+    for scale in (0.3, 0.05, 0.02, 0.004):
+        qw = mixed_bits(w, 0, scale)
+        assert relative_error(w, qw) <= scale
+        assert relative_error(w, quantize(w, qw.bits - 1, 0)) > scale
+    assert mixed_bits(w, 0, 0.02).bits == 7             # MindSpore: the default "comparable to 6-7 fixed bits"
+    assert mixed_bits(np.zeros((4, 4), np.float32), 0, 0.02).bits == 2
+
+
+def test_per_layer_scale(rng):
+    w = (rng.standard_normal((8, 16)) * np.arange(1, 9)[:, None]).astype(np.float32)
+    qw = quantize(w, 8, 0, per_channel=False)
+    np.testing.assert_allclose(qw.scale, np.full(8, np.abs(w).max() / 127, np.float32), rtol=1e-6)
+    assert np.abs(qw.dequantize() - w).max() <= qw.scale[0] * 0.5 * (1 + 1e-6)
+
+
+def test_low_bits_are_stored_packed(tmp_path):
+    f8 = _convert(tmp_path, CONV_NET, "q8", ["bit_num=8", "min_quant_weight_channel=1"])
+    f4 = _convert(tmp_path, CONV_NET, "q4", ["bit_num=4", "min_quant_weight_channel=1"])
+    f1 = _convert(tmp_path, CONV_NET, "q1", ["bit_num=1", "min_quant_weight_channel=1"])
+    weights = sum(n.inputs[1].const.size for n in load_model(f8).graph.nodes if n.op in ("Conv", "Gemm"))
+    # 4 bits save half a byte a weight, 1 bit seven eighths (scales and alignment aside)
+    assert os.path.getsize(f8) - os.path.getsize(f4) >= 0.45 * weights
+    assert os.path.getsize(f8) - os.path.getsize(f1) >= 0.8 * weights
+    for path, bits in ((f4, 4), (f1, 1)):
+        for n in load_model(path).graph.nodes:
+            if n.op == "Conv":
+                w = n.inputs[1].const
+                assert max(len(np.unique(w[c])) for c in range(w.shape[0])) <= max(2, 2 ** bits - 1)
+
+
+def test_mixed_bits_model(tmp_path):
+    q = _convert(tmp_path, CONV_NET, "m", ["bit_num=0", "min_quant_weight_channel=1",
+                                           f"debug_info_save_path={tmp_path}", "[mixed_bit_weight_quant_param]",
+                                           "init_scale=0.05"])
+    meta = load_model(q).metadata["weight_quant"]
+    with open(tmp_path / "m_weight_quant.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert meta["bit_num"] == 0 and meta["init_scale"] == 0.05 and not meta["auto_tune"]
+    assert meta["bits"] == [int(r["bits"]) for r in rows] and len(rows) == meta["weights"] >= 5
+    assert all(2 <= b <= 16 for b in meta["bits"])
+
+
+def test_auto_tune_finds_the_scale_for_an_output_cosine_of_0_995(tmp_path):
+    from converter_lite.passes.weight_quant import TUNE_COSINE
+
+    f = converter_lite.convert(CONV_NET, str(tmp_path / "f"), graph_kernel_flags="--opt_level=2")
+    q = _convert(tmp_path, CONV_NET, "a", ["bit_num=0", "min_quant_weight_channel=1",
+                                           "[mixed_bit_weight_quant_param]", "auto_tune=true"])
+    meta = load_model(q).metadata["weight_quant"]
+    assert meta["auto_tune"] and meta["init_scale"] > 0.02           # conv_net tolerates more than the default
+    x = {"x": np.random.default_rng(7).standard_normal((1, 3, 32, 32)).astype(np.float32)}
+    ref = list(converter_lite.load(f).run(x).values())[0]
+    got = list(converter_lite.load(q).run(x).values())[0]
+    assert _cosine(ref, got) >= TUNE_COSINE - 0.01                     # (tuned on another seeded input)
+    assert os.path.getsize(q) < os.path.getsize(_convert(tmp_path, CONV_NET, "d", ["bit_num=0",
+                                                                                   "min_quant_weight_channel=1"]))
