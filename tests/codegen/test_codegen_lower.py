@@ -410,8 +410,9 @@ def test_short_inner_loops_carry_vectorize_hints():
 
 
 def test_huge_flat_outputs_use_non_temporal_stores(tmp_path, monkeypatch):
-    """Flat stages writing more than STREAM_BYTES use non-temporal stores when the output is 64-byte aligned
-    (ordinary stores otherwise and for the tail); both paths give the reference result."""
+    """Flat stages writing more than STREAM_BYTES use non-temporal stores from the output's first 64-byte
+    boundary on (ordinary stores before it and for the tail); every offset in the line gives the reference
+    result, also when a thread's part ends before the boundary (a 3 x 5 output)."""
     from converter_lite.codegen import lower
     from converter_lite.codegen.abi import lower_kernel
     monkeypatch.setattr(lower, "STREAM_BYTES", 1024)
@@ -420,13 +421,42 @@ def test_huge_flat_outputs_use_non_temporal_stores(tmp_path, monkeypatch):
     lib = build_library([Case("stream", g)], str(tmp_path), num_threads=2, parallel_threshold=1)
     x = np.random.default_rng(0).standard_normal((37, 50)).astype(np.float32)
     ref = np.tanh(x * np.float32(0.5) + np.float32(0.1)) * np.float32(2.0)
-    for off in (0, 1):                                   # aligned and unaligned output buffers
+    for off in (0, 1, 4, 15):                            # aligned and unaligned output buffers
         raw = np.empty(37 * 50 + 32, np.float32)
         start = (-raw.ctypes.data // 4) % 16 + off
         out = raw[start:start + 37 * 50].reshape(37, 50)
         for threads in (1, 2):
+            out[...] = np.nan
             lib.kernel("stream")([x], [out], num_threads=threads)
             np.testing.assert_allclose(out, ref, rtol=2e-6, atol=1e-6)
+    monkeypatch.setattr(lower, "STREAM_BYTES", 32)
+    small = make_graph("small", [(F32, (3, 5))], lambda b, x: b.op("Tanh", x * 0.5 + 0.1) * 2.0)
+    assert "!nontemporal" in str(lower_kernel(small, "k")[0])
+    lib = build_library([Case("small", small)], str(tmp_path / "s"), num_threads=2, parallel_threshold=1)
+    x = x[:3, :5].copy()
+    for off in (0, 3, 9):
+        raw = np.full(15 + 32, np.nan, np.float32)
+        start = (-raw.ctypes.data // 4) % 16 + off
+        out = raw[start:start + 15].reshape(3, 5)
+        lib.kernel("small")([x], [out], num_threads=2)
+        np.testing.assert_allclose(out, np.tanh(x * np.float32(0.5) + np.float32(0.1)) * np.float32(2.0),
+                                   rtol=2e-6, atol=1e-6)
+        assert np.isnan(raw[:start]).all() and np.isnan(raw[start + 15:]).all()     # nothing written outside
+
+
+def test_streaming_outputs_of_different_alignment_take_the_ordinary_loop(tmp_path, monkeypatch):
+    from converter_lite.codegen import lower
+    monkeypatch.setattr(lower, "STREAM_BYTES", 1024)
+    g = make_graph("two", [(F32, (37, 50))], lambda b, x: [b.op("Tanh", x), x * 2.0])
+    lib = build_library([Case("two", g)], str(tmp_path), num_threads=2, parallel_threshold=1)
+    x = np.random.default_rng(1).standard_normal((37, 50)).astype(np.float32)
+    raw = np.empty(2 * (37 * 50 + 32), np.float32)
+    a0 = (-raw.ctypes.data // 4) % 16
+    a = raw[a0 + 1:a0 + 1 + 37 * 50].reshape(37, 50)
+    b = raw[a0 + 37 * 50 + 48 + 6:a0 + 37 * 50 + 48 + 6 + 37 * 50].reshape(37, 50)
+    lib.kernel("two")([x], [a, b], num_threads=2)
+    np.testing.assert_allclose(a, np.tanh(x), rtol=2e-6, atol=1e-6)
+    np.testing.assert_array_equal(b, x * np.float32(2.0))
 
 
 def test_softmax_plan_materializes_only_the_reductions():
