@@ -71,26 +71,44 @@ def run_loop(attrs: dict, ins: list, run: RunBody, max_iterations: int = DEFAULT
     body: Graph = attrs["body"]
     ncap = int(attrs.get("captures", 0))
     ins = list(ins) + [None] * max(0, 2 - len(ins))
-    n, k = loop_counts(len(ins), body, ncap)
-    trip = ins[0]
-    limit = None if trip is None else int(_scalar(trip, "Loop trip count M"))
-    cond = True if ins[1] is None else bool(_scalar(ins[1], "Loop condition"))
+    n, k, limit, cond = loop_start(ins, body, ncap)
     carried = list(ins[2:2 + n])
     caps = list(ins[2 + n:])
     scans: list[list] = [[] for _ in range(k)]
     i = 0
     while cond and (limit is None or i < limit):
         if limit is None and i >= max_iterations:
-            raise LoopBoundError(f"Loop ran {max_iterations} iterations without its condition turning false "
-                                 "(no trip count bounds it)")
+            raise loop_bound_error(max_iterations)
         outs = run("body", [np.int64(i), np.bool_(cond), *carried, *caps], len(caps) if i else 0)
-        c = outs[0]
-        cond = bool(c) if getattr(c, "size", 1) == 1 else bool(_scalar(c, "Loop body condition output"))
+        cond = body_condition(outs[0])
         carried = list(outs[1:1 + n])
         for s, v in zip(scans, outs[1 + n:]):
             s.append(_kept(v))
         i += 1
     carried = [_kept(v) for v in carried] if i else carried
+    return carried + stack_scans(body, n, scans)
+
+
+def loop_start(ins: list, body: Graph, ncap: int) -> tuple:
+    """A Loop's (N carried, K scan outputs, trip limit or None, first condition) from its inputs (padded to 2)."""
+    n, k = loop_counts(len(ins), body, ncap)
+    trip = ins[0]
+    limit = None if trip is None else int(_scalar(trip, "Loop trip count M"))
+    return n, k, limit, True if ins[1] is None else bool(_scalar(ins[1], "Loop condition"))
+
+
+def loop_bound_error(max_iterations: int) -> LoopBoundError:
+    return LoopBoundError(f"Loop ran {max_iterations} iterations without its condition turning false (no trip "
+                          "count bounds it)")
+
+
+def body_condition(c) -> bool:
+    return bool(c) if getattr(c, "size", 1) == 1 else bool(_scalar(c, "Loop body condition output"))
+
+
+def stack_scans(body: Graph, n: int, scans: list[list]) -> list:
+    """A Loop's scan outputs: each one's per-iteration values stacked (empty, of the body output's type, when
+    it ran no iteration)."""
     stacked = []
     for j, s in enumerate(scans):
         if s:
@@ -99,7 +117,7 @@ def run_loop(attrs: dict, ins: list, run: RunBody, max_iterations: int = DEFAULT
             t = body.outputs[1 + n + j].type
             shape = t.shape if t is not None and t.shape is not None else ()
             stacked.append(np.zeros((0, *shape), t.dtype.np if t is not None else np.float32))
-    return carried + stacked
+    return stacked
 
 
 # -- Scan ------------------------------------------------------------------------------------------------------

@@ -500,6 +500,18 @@ class Executor:
             self._clobber[(k, i, last)] = hit
         return hit
 
+    def fixed_buffers(self) -> tuple[list, list] | None:
+        """(the arena buffer of each graph input a step reads, None for one none reads; the buffer of each graph
+        output) when every value has a fixed buffer (a body of static shapes), else None: a Loop then runs its
+        iterations on them directly (runtime/control_flow.py)."""
+        if self.has_dynamic or any(arr is None for arr, _ in self.outputs):
+            return None
+        self._output_index()
+        fed = {i: arr for i, arr, _ in self._feeds}
+        if any(arr is None for arr in fed.values()):
+            return None
+        return [fed.get(i) for i in range(len(self.inputs))], [arr for arr, _ in self.outputs]
+
     def run_in_place(self, inputs: Sequence, nt: int, keep: int = 0) -> list:
         """One body run for control flow (runtime/control_flow.py): like ``run`` but the last ``keep`` inputs
         are not copied again (the caller fed the same values to this executor's previous run: a Loop's captured

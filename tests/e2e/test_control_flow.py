@@ -319,3 +319,50 @@ def test_run_time_failure_inside_a_body_names_the_loop_and_the_body_node(tmp_pat
     with pytest.raises(ConverterError) as e:
         model.run({"seq": seq, "n": np.array(4, np.int64)})
     assert e.value.code == -303 and "'walk'" in str(e.value) and "pick_in_body" in str(e.value)
+
+
+def _carry_model():
+    """A Loop whose carried values swap places (a -> b, b -> a + i), one passes through unchanged, a scan output
+    records a, and the condition turns false when a grows past a limit (captured)."""
+    body = oh.make_graph(
+        [oh.make_node("Cast", ["i"], ["fi"], to=F32), oh.make_node("Add", ["a", "fi"], ["a_plus"]),
+         oh.make_node("Identity", ["b"], ["a_next"]), oh.make_node("Identity", ["a_plus"], ["b_next"]),
+         oh.make_node("Identity", ["k"], ["k_next"]), oh.make_node("ReduceSum", ["a"], ["total"], keepdims=0),
+         oh.make_node("Less", ["total", "limit"], ["go"]), oh.make_node("Mul", ["a", "b"], ["rec"])],
+        "carry_body",
+        [oh.make_tensor_value_info("i", TP.INT64, []), oh.make_tensor_value_info("c", TP.BOOL, []),
+         oh.make_tensor_value_info("a", F32, [4]), oh.make_tensor_value_info("b", F32, [4]),
+         oh.make_tensor_value_info("k", F32, [2])],
+        [oh.make_tensor_value_info("go", TP.BOOL, []), oh.make_tensor_value_info("a_next", F32, [4]),
+         oh.make_tensor_value_info("b_next", F32, [4]), oh.make_tensor_value_info("k_next", F32, [2]),
+         oh.make_tensor_value_info("rec", F32, [4])])
+    g = oh.make_graph(
+        [oh.make_node("Loop", ["n", "", "a0", "b0", "k0"], ["a", "b", "k", "recs"], body=body)], "carry",
+        [oh.make_tensor_value_info("n", TP.INT64, []), oh.make_tensor_value_info("a0", F32, [4]),
+         oh.make_tensor_value_info("b0", F32, [4]), oh.make_tensor_value_info("k0", F32, [2]),
+         oh.make_tensor_value_info("limit", F32, [])],
+        [oh.make_tensor_value_info("a", F32, [4]), oh.make_tensor_value_info("b", F32, [4]),
+         oh.make_tensor_value_info("k", F32, [2]), oh.make_tensor_value_info("recs", F32, [None, 4])])
+    return _model(g)
+
+
+@pytest.mark.parametrize("level", [0, 2])
+def test_loop_on_fixed_body_buffers_matches_onnxruntime(tmp_path, level, monkeypatch):
+    """A Loop with a static body runs on the body's own buffers (runtime/control_flow.py ``_fixed_loop``, never
+    the generic body run): swapped and passed-through carried values, zero iterations, an early stop, scan
+    outputs, each call of the model independent of the previous one."""
+    from converter_lite.runtime.plan import Executor
+    proto = _carry_model()
+    model = converter_lite.load(_convert(tmp_path, proto, level))
+
+    def generic(*a, **k):
+        raise AssertionError("the generic body run was taken")
+    monkeypatch.setattr(Executor, "run_in_place", generic)
+    rng = np.random.default_rng(5)
+    for n, limit in ((0, 100.0), (1, 100.0), (6, 100.0), (9, 12.0), (3, -1.0)):
+        feeds = {"n": np.array(n, np.int64), "a0": rng.standard_normal(4).astype(np.float32),
+                 "b0": rng.standard_normal(4).astype(np.float32), "k0": rng.standard_normal(2).astype(np.float32),
+                 "limit": np.array(limit, np.float32)}
+        got = model.run(feeds)
+        _match(got, _ort(proto, feeds))
+        assert got["k"] is not feeds["k0"]

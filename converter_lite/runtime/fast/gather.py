@@ -41,7 +41,7 @@ def _index_map(check=None):
         index = src.astype(np.intp).reshape(-1)
         if not np.array_equal(index, src.reshape(-1)) or (index.size and (index.min() < 0 or index.max() >= iota.size)):
             return None
-        return Impl(bind=lambda ins, outs, ws, nt=1: partial(np.take, ins[0].reshape(-1), index,
+        return Impl(bind=lambda ins, outs, ws, nt=1: partial(ins[0].reshape(-1).take, index,
                                                              out=outs[0].reshape(-1), mode="clip"))
     return factory
 
