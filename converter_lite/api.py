@@ -8,7 +8,8 @@ from .errors import ConverterError  # noqa: F401  (re-exported)
 
 def convert(model_file, output_file, config_file: str | None = None, optimize: str = "general",
             input_shape=None, *, enable_graph_kernel: bool | None = None, graph_kernel_flags: str | None = None,
-            fusion_switch_file: str | None = None, fp16: bool = False, input_value=None) -> str:
+            fusion_switch_file: str | None = None, fp16: bool = False, input_value=None,
+            bf16: bool = False) -> str:
     """Converts an ONNX model to a ``.ms`` file and returns its path.
 
     Args:
@@ -23,6 +24,9 @@ def convert(model_file, output_file, config_file: str | None = None, optimize: s
         fp16: store float32 weights as float16 (MindSpore's ``--fp16=on``); runs still compute in float32.
         input_value: ``{"sr": 16000}`` or ``"sr:16000"`` fixes inputs' values (``--inputValue``): control flow on
             them folds; a run feeding another value fails with -600 naming the input.
+        bf16: MatMul/Gemm on constant float32 weights as bfloat16 products (``--bf16=on``): weights stored as
+            bfloat16, activations rounded to bfloat16 per call, float32 sums (AVX-512 BF16's ``vdpbf16ps``).
+            Opt-in (less precise); raises -600 where the CPU lacks ``avx512_bf16``.
 
     Raises:
         ConverterError: with a MindSpore status code (-300 unsupported op, -600 bad parameter, -200 bad file...).
@@ -33,7 +37,7 @@ def convert(model_file, output_file, config_file: str | None = None, optimize: s
                           enable_graph_kernel=enable_graph_kernel, fusion_switch_file=fusion_switch_file,
                           dump_dir=os.getcwd())
     return convert_model(model_file, output_file, config=config, optimize=optimize,
-                         input_shape=input_shape, fp16=fp16, input_value=input_value).output_path
+                         input_shape=input_shape, fp16=fp16, input_value=input_value, bf16=bf16).output_path
 
 
 def load(path, num_threads: int = 2, **kwargs):

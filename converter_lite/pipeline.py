@@ -1,13 +1,18 @@
 """convert(): the one ordered path from an ONNX file to a ``.ms`` file.
 
     [FULL_QUANT: onnxruntime's static quantizer, calibrated, writes the QDQ model (frontend/full_quant.py)]
-    ->  load + import (frontend)  ->  [DYNAMIC_QUANT: MatMul/Gemm to int8 products (passes/dynamic_quant.py)]
+    ->  load + import (frontend)  ->  [DYNAMIC_QUANT: MatMul/Gemm to int8 products (passes/dynamic_quant.py)
+                                         | --bf16=on: MatMul/Gemm to bfloat16 products (passes/bf16.py)]
     ->  graph-kernel optimizer at opt_level (passes.manager; includes native build)
     ->  [fp16 weights | WEIGHT_QUANT (passes/weight_quant.py)]  ->  serialize (model.format, atomic write)
 
 ``[common_quant_param]`` (quant_config.py) gives ``config.quant``, whose ``quant_type`` picks the quantization
 pass; the ``.ms`` metadata records it (``"weight_quant"`` / ``"dynamic_quant"`` / ``"full_quant"``: bit_num,
 weight count, ...).  FULL_QUANT's int8 weights are found again after the optimizer (passes/full_quant.py).
+
+``--bf16=on`` is checked against the CPU first (``bf16_refusal``: the host's /proc/cpuinfo, or the named
+``cpu_type``/``cpu_feature`` target): without AVX-512 BF16 the conversion fails with -600 before anything is read
+or written.
 
 Environment variables are read here, at the entry, and nowhere below: MS_DEV_GRAPH_KERNEL_FLAGS replaces the
 config file's ``[graph_kernel_param]`` flags, MS_DEV_DUMP_GRAPH_KERNEL_IR=on dumps the IR after every pass.
@@ -46,6 +51,7 @@ class ConvertResult:
     config: GraphKernelConfig
     stats: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    bf16: object | None = None              # passes/bf16.py Bf16Result with --bf16=on
 
 
 def output_path_for(output_file: str) -> str:
@@ -73,16 +79,47 @@ def build_config(config_file: str | None = None, *, graph_kernel_flags: str | No
     return dataclasses.replace(cfg, quant=quant) if quant is not None else cfg
 
 
+def bf16_refusal(config: GraphKernelConfig, host_flags=None) -> str | None:
+    """Why ``--bf16=on`` cannot convert for ``config``'s target (None: it can): the CPU features the bf16 driver
+    needs (kernels/bgemm/abi.py ``REQUIRED_FEATURES``) missing from the host's /proc/cpuinfo flags
+    (``host_flags``, default runtime/native.py ``host_cpu_flags()``; tests hand in a host without them), or from a
+    named ``cpu_type`` (the C compiler's features for it) and ``cpu_feature``."""
+    from .kernels.bgemm.abi import CPUINFO_FLAGS, REQUIRED_FEATURES
+    from .runtime import native
+    user = {f.lstrip("+-"): not f.startswith("-") for f in config.cpu_feature.replace(";", ",").replace(" ", ",")
+            .split(",") if f.strip()}
+    if config.cpu_type.strip():
+        from .codegen.library import cpu_implied_features
+        implied = set(cpu_implied_features(config.cpu_type.strip()) or ())
+        have = {f for f in REQUIRED_FEATURES if user.get(f, f in implied)}
+        where = f"the target cpu_type={config.cpu_type.strip()}"
+    else:
+        flags = native.host_cpu_flags() if host_flags is None else frozenset(host_flags)
+        have = {f for f in REQUIRED_FEATURES if user.get(f, CPUINFO_FLAGS.get(f, f) in flags)}
+        where = "this CPU"
+    missing = [f for f in REQUIRED_FEATURES if f not in have]
+    if not missing:
+        return None
+    names = ", ".join(f"{f} (/proc/cpuinfo: {CPUINFO_FLAGS.get(f, f)})" for f in missing)
+    return (f"--bf16=on: {where} lacks {names}, which the bfloat16 products (vdpbf16ps) need; convert without "
+            "--bf16, or on a CPU with AVX-512 BF16 (Intel Cooper Lake, Sapphire Rapids and later; AMD Zen 4 and "
+            "later) for such hosts")
+
+
 def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, optimize: str = "general",
                   input_shape: dict | str | None = None, fp16: bool = False,
                   embed_source: bool = True, input_format: str = "NCHW",
-                  input_value: dict | str | None = None) -> ConvertResult:
+                  input_value: dict | str | None = None, bf16: bool = False,
+                  host_flags=None) -> ConvertResult:
     """Converts ``model_file`` (path or ModelProto) to ``output_file`` (.ms).  Dynamic input dims that
     ``input_shape`` does not fix stay dynamic: the model runs at any admitted shape (ir/input_dims.py).  A model
     whose dynamic dims ``input_shape`` fixes gets its ONNX source embedded (``embed_source``, not with ``fp16``)
     so a run with other shapes can re-specialize it: the file then holds the weights twice.  ``input_format="NHWC"`` (``--inputDataFormat``)
     makes the 4-D inputs channels-last with a Transpose inserted before the optimizer (frontend/layout.py).
-    ``input_value`` (``--inputValue``) fixes inputs' values at conversion (frontend/input_values.py)."""
+    ``input_value`` (``--inputValue``) fixes inputs' values at conversion (frontend/input_values.py).
+    ``bf16`` (``--bf16=on``): MatMul/Gemm on constant weights as bfloat16 products (passes/bf16.py), refused
+    with -600 where the CPU lacks AVX-512 BF16 (``bf16_refusal``; ``host_flags``: /proc/cpuinfo's flags to check
+    instead of this host's)."""
     from .frontend.input_shapes import parse_input_shapes
     from .frontend.input_values import parse_input_values
     from .frontend.onnx_import import import_model
@@ -102,6 +139,14 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
         raise ConverterError(RET_INPUT_PARAM_INVALID, f"--fp16=on and [common_quant_param] quant_type="
                                                       f"{quant.quant_type} both choose how weights are stored: "
                                                       "use one of them")
+    if bf16:
+        if fp16 or quant is not None:
+            other = "--fp16=on" if fp16 else f"[common_quant_param] quant_type={quant.quant_type}"
+            raise ConverterError(RET_INPUT_PARAM_INVALID, f"--bf16=on and {other} both choose how weights are "
+                                                          "stored: use one of them")
+        refusal = bf16_refusal(config, host_flags)
+        if refusal:
+            raise ConverterError(RET_INPUT_PARAM_INVALID, refusal)
     if isinstance(input_shape, str):
         input_shape = parse_input_shapes(input_shape)
     input_values = parse_input_values(input_value) if input_value else None
@@ -146,6 +191,13 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
         timings["dynamic_quant"] = time.perf_counter() - t0
         log.info("dynamic quantization: %d weights to int8, %d MatMul/Gemm nodes", len(dynamic.rows),
                  dynamic.nodes)
+    bf16_result = None
+    if bf16:
+        from .passes.bf16 import convert_to_bf16
+        t0 = time.perf_counter()
+        bf16_result = convert_to_bf16(graph)
+        timings["bf16"] = time.perf_counter() - t0
+        log.info("%s", bf16_result.summary())
     if optimize != "none" and config.enabled:
         t0 = time.perf_counter()
         ctx = run_graph_kernel_optimizer(graph, config)
@@ -154,6 +206,8 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
         artifacts = dict(ctx.artifacts)
     if dynamic is not None:
         stats["dynamic_quant"] = len(dynamic.rows)
+    if bf16_result is not None:
+        stats["bf16"] = bf16_result.count
 
     if fp16:
         from .passes.fp16_weights import store_weights_as_fp16
@@ -186,6 +240,10 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
         "fp16_weights": fp16,
         "input_format": input_format,
     }
+    if bf16_result is not None:
+        metadata["bf16"] = {"nodes": bf16_result.count, "by_op": dict(bf16_result.nodes),
+                            "biases_folded": bf16_result.biases_folded, "weights": len(bf16_result.rows),
+                            "float32_bytes": bf16_result.float_bytes, "bf16_bytes": bf16_result.bf16_bytes}
     if full is not None:
         metadata["full_quant"] = {
             "bit_num": quant.bit_num, "activation_quant_method": quant.activation_quant_method,
@@ -220,7 +278,7 @@ def convert_model(model_file, output_file: str, *, config: GraphKernelConfig, op
             kind = "weight_quant" if quant.quant_type == "WEIGHT_QUANT" else "dynamic_quant"
             log.info("%s report: %s", kind, write_report(quant_rows, quant.debug_info_save_path, stem, kind))
     timings["save"] = time.perf_counter() - t0
-    return ConvertResult(out_path, graph, config, stats, timings)
+    return ConvertResult(out_path, graph, config, stats, timings, bf16_result)
 
 
 def reconvert(source: bytes, spec: dict, shapes: dict, work_dir: str) -> str:

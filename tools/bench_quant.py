@@ -2,7 +2,7 @@
 
     python -m tools.bench_quant [--threads 2] [--quick]
 
-Six tables:
+Seven tables:
 
 * **WEIGHT_QUANT** (``[common_quant_param] quant_type=WEIGHT_QUANT bit_num=8``) on the real-architecture exports of
   ``../shared/models`` (and YOLOv8n when ``make wild-models`` fetched it): the ``.ms`` size against the same model
@@ -10,6 +10,9 @@ Six tables:
   latencies (the loader dequantizes, so they should match).
 * **DYNAMIC_QUANT** (``quant_type=DYNAMIC_QUANT``) on the transformers of ``DYNAMIC_QUANT_MODELS``, the same
   columns against their float conversion.
+* **BF16** (``--bf16=on``: MatMul/Gemm on bfloat16 weights, AVX-512 BF16's ``vdpbf16ps``) on the transformers of
+  ``BF16_MODELS``, the same columns against their float conversion (a host without ``avx512_bf16``: rows saying
+  the conversion was refused).
 * **FULL_QUANT** (``full_quant``) on the CNNs of ``FULL_QUANT_MODELS``: against the float conversion and against
   onnxruntime on its own int8 QDQ model of the network.
 * **Models quantized by onnxruntime** (``quantize_static``, QDQ, per-channel int8 weights, uint8 activations,
@@ -42,6 +45,7 @@ CONFIG = "[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=8\nmin_quant_we
          "min_quant_weight_channel=16\n"
 DYNAMIC_CONFIG = "[common_quant_param]\nquant_type=DYNAMIC_QUANT\nbit_num=8\n"
 DYNAMIC_QUANT_MODELS = ("bert_tiny", "gpt2_tiny", "vit_mini")
+BF16_MODELS = ("bert_tiny", "gpt2_tiny", "vit_mini")
 
 
 def _cosine(a, b) -> float:
@@ -74,13 +78,22 @@ def dynamic_quant(threads: int, budget: Budget, work: str) -> list[dict]:
                           work, "dynamic")
 
 
-def _against_float(config: str, sources: list, threads: int, budget: Budget, work: str, tag: str) -> list[dict]:
-    """Rows of ``sources`` converted with the quantization ``config`` against the same model converted in
-    float32: .ms sizes, the outputs' cosine on one seeded input, both latencies (alone in blocks)."""
+def bf16(threads: int, budget: Budget, work: str) -> list[dict]:
+    return _against_float(None, [s for s in _sources() if s[0] in BF16_MODELS], threads, budget, work, "bf16",
+                          bf16=True)
+
+
+def _against_float(config: str | None, sources: list, threads: int, budget: Budget, work: str, tag: str,
+                   **options) -> list[dict]:
+    """Rows of ``sources`` converted with the quantization ``config`` (or the ``convert`` keywords ``options``)
+    against the same model converted in float32: .ms sizes, the outputs' cosine on one seeded input, both
+    latencies (alone in blocks)."""
     import converter_lite
-    cfg = os.path.join(work, f"{tag}.cfg")
-    with open(cfg, "w") as f:
-        f.write(config)
+    cfg = None
+    if config is not None:
+        cfg = os.path.join(work, f"{tag}.cfg")
+        with open(cfg, "w") as f:
+            f.write(config)
     rows = []
     for name, src, shapes in sources:
         row = {"model": name}
@@ -88,7 +101,7 @@ def _against_float(config: str, sources: list, threads: int, budget: Budget, wor
             fl = converter_lite.convert(src, os.path.join(work, f"{name}_f"), input_shape=shapes or None,
                                         graph_kernel_flags="--opt_level=2")
             q = converter_lite.convert(src, os.path.join(work, f"{name}_{tag}"), input_shape=shapes or None,
-                                       config_file=cfg, graph_kernel_flags="--opt_level=2")
+                                       config_file=cfg, graph_kernel_flags="--opt_level=2", **options)
             feeds = _feeds(fl)
             mf, mq = converter_lite.load(fl, num_threads=threads), converter_lite.load(q, num_threads=threads)
             row["cosine"] = min(_cosine(a, b) for a, b in zip(mf.run(feeds).values(), mq.run(feeds).values()))
@@ -235,6 +248,7 @@ def measure(threads: int = 2, quick: bool = False) -> dict:
     budget = QUICK if quick else Budget(min_seconds=1.0, max_seconds=5.0, block=10)
     with tempfile.TemporaryDirectory(prefix="cl_bench_quant_") as work:
         return {"weight": weight_quant(threads, budget, work), "dynamic_quant": dynamic_quant(threads, budget, work),
+                "bf16": bf16(threads, budget, work),
                 "full_quant": full_quant(threads, budget, work),
                 "qdq": qdq(threads, budget, work),
                 "qoperator": qoperator(threads, budget, work), "dynamic": dynamic(threads, budget, work)}
@@ -244,10 +258,13 @@ def lines(result: dict) -> list[str]:
     out = []
     for key, title in (("weight", "WEIGHT_QUANT bit_num=8 (per-channel int8 weights, dequantized at load)"),
                        ("dynamic_quant", "DYNAMIC_QUANT (int8 weights per output column, activations quantized per "
-                                         "call; MatMul/Gemm on the native int8 GEMM)")):
+                                         "call; MatMul/Gemm on the native int8 GEMM)"),
+                       ("bf16", ("BF16 (--bf16=on: bfloat16 weights, activations rounded to bfloat16 per call, "
+                                 "float32 sums; MatMul/Gemm on the native bf16 GEMM, vdpbf16ps)"))):
+        q = "bf16" if key == "bf16" else "quantized"
         out += [f"{title} against the same model converted in float32; cosine of the outputs on one seeded input.",
-                "", "| model | float .ms MB | quantized .ms MB | / float | / ONNX | output cosine | float ms | "
-                "quantized ms | quantized / float |", "|---|---|---|---|---|---|---|---|---|"]
+                "", (f"| model | float .ms MB | {q} .ms MB | / float | / ONNX | output cosine | float ms | "
+                     f"{q} ms | {q} / float |"), "|---|---|---|---|---|---|---|---|---|"]
         for r in result.get(key, []):
             if "error" in r:
                 out.append(f"| {r['model']} | {r['error']} | | | | | | | |")

@@ -80,7 +80,8 @@ def _convert_one(job: dict) -> dict:
         config = build_config(job["config_file"], fusion_switch_file=job["fusion_switch_file"], dump_dir=job["cwd"],
                               env=job["env"])
         res = convert_model(job["model"], job["output"], config=config, optimize=job["optimize"],
-                            input_shape=job["input_shape"], fp16=job["fp16"], input_value=job.get("input_value"))
+                            input_shape=job["input_shape"], fp16=job["fp16"], input_value=job.get("input_value"),
+                            bf16=job.get("bf16", False))
         result.update(status="SUCCESS", code=0, output=res.output_path,
                       kernels=sum(1 for n in res.graph.nodes if n.op == "GraphKernel"))
     except ConverterError as e:
@@ -92,7 +93,7 @@ def _convert_one(job: dict) -> dict:
 
 
 def run_batch(model_file: str, output_dir: str, *, config_file, fusion_switch_file, optimize, input_shape,
-              jobs: int, shard: str | None, echo, fp16: bool = False, input_value=None) -> int:
+              jobs: int, shard: str | None, echo, fp16: bool = False, input_value=None, bf16: bool = False) -> int:
     k, n = parse_shard(shard)
     if jobs < 1:
         raise ConverterError(RET_INPUT_PARAM_INVALID, f"--jobs={jobs}: must be at least 1")
@@ -108,7 +109,7 @@ def run_batch(model_file: str, output_dir: str, *, config_file, fusion_switch_fi
         job_list.append({"model": p, "output": os.path.join(output_dir, rel), "config_file": config_file,
                          "fusion_switch_file": fusion_switch_file, "optimize": optimize, "input_shape": input_shape,
                          "input_value": input_value,
-                         "fp16": fp16, "cwd": os.getcwd(), "env": env})
+                         "fp16": fp16, "bf16": bf16, "cwd": os.getcwd(), "env": env})
     echo(f"Converting {len(job_list)} of {len(paths)} models (shard {k}/{n}) with {jobs} job(s)")
     t0 = time.perf_counter()
     results = []

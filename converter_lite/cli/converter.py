@@ -48,6 +48,9 @@ def _bool(value: str, flag: str) -> bool:
               help="Ascend-style JSON switching named fusion passes on/off.")
 @click.option("--fp16", "fp16", default="off", show_default=True, metavar="on|off",
               help="Store float32 weights as float16 (halves the file; computed in float32).")
+@click.option("--bf16", "bf16", default="off", show_default=True, metavar="on|off",
+              help="MatMul/Gemm on constant weights as bfloat16 products (AVX-512 BF16 vdpbf16ps: weights stored "
+                   "as bf16, float32 sums; less precise, faster). Refused where the CPU lacks avx512_bf16.")
 @click.option("--weightFile", "weight_file", metavar="PATH", help="Caffe weights (not supported).")
 @click.option("--jobs", "jobs", default=1, type=int, show_default=True,
               help="Batch mode: parallel conversions.")
@@ -127,7 +130,7 @@ def _mindspore_flags(save_type, no_fusion, infer, input_data_format, input_data_
 def _convert(fmk, model_file, output_file, config_file, optimize, input_shape, fusion_switch_file, fp16,
              weight_file, jobs, shard, debug, save_type, no_fusion, infer, input_data_format, input_data_type,
              output_data_type, device, encryption, encrypt_key, optimize_transformer, train_model,
-             input_value=None):
+             input_value=None, bf16="off"):
     """Returns the number of models that failed (batch mode) or 0."""
     from ..pipeline import build_config, convert_model
 
@@ -147,6 +150,7 @@ def _convert(fmk, model_file, output_file, config_file, optimize, input_shape, f
         raise ConverterError(RET_INPUT_PARAM_INVALID, "--weightFile is only for Caffe models, which are not "
                                                       "supported")
     fp16 = _bool(fp16, "fp16")
+    bf16 = _bool(bf16, "bf16")
     no_fusion, infer, input_format = _mindspore_flags(save_type, no_fusion, infer, input_data_format,
                                                       input_data_type, output_data_type, device, encryption,
                                                       encrypt_key, optimize_transformer, train_model)
@@ -156,15 +160,24 @@ def _convert(fmk, model_file, output_file, config_file, optimize, input_shape, f
         if infer or input_format != "NCHW":
             raise ConverterError(RET_INPUT_PARAM_INVALID, "--infer=true and --inputDataFormat=NHWC convert one "
                                                           "model at a time, not a directory or glob")
+        if bf16:                        # refused once for the whole batch, before any model is read
+            from ..pipeline import bf16_refusal
+            refusal = bf16_refusal(build_config(config_file, fusion_switch_file=fusion_switch_file,
+                                                dump_dir=os.getcwd()))
+            if refusal:
+                raise ConverterError(RET_INPUT_PARAM_INVALID, refusal)
         return batch.run_batch(model_file, output_file, config_file=config_file,
                                fusion_switch_file=fusion_switch_file, optimize=optimize, input_shape=input_shape,
-                               fp16=fp16, jobs=jobs, shard=shard, echo=click.echo, input_value=input_value)
+                               fp16=fp16, jobs=jobs, shard=shard, echo=click.echo, input_value=input_value,
+                               bf16=bf16)
     if shard:
         raise ConverterError(RET_INPUT_PARAM_INVALID, "--shard needs a directory or glob as --modelFile")
     t0 = time.perf_counter()
     config = build_config(config_file, fusion_switch_file=fusion_switch_file, dump_dir=os.getcwd())
     result = convert_model(model_file, output_file, config=config, optimize=optimize, input_shape=input_shape,
-                           fp16=fp16, input_format=input_format, input_value=input_value)
+                           fp16=fp16, input_format=input_format, input_value=input_value, bf16=bf16)
+    if result.bf16 is not None:
+        click.echo(result.bf16.summary())
     if infer:
         _infer(model_file, result.output_path, input_format)
     graphs = result.graph.all_graphs()

@@ -9,5 +9,5 @@ from . import nn_conv, nn_pool, nn_norm, nn_resize, nn_space  # noqa: F401  (mor
 from . import tensor_index, tensor_create, tensor_pad  # noqa: F401  (more tensor ops)
 from . import quantize, quantized_conv, qlinear, qlinear_ms, random_ops, signal_ops, rnn, detection, rotary  # noqa: F401
 from . import attention, cumprod, bitcast, unique, swiglu, max_unpool, deform_conv, strings, tfidf  # noqa: F401
-from . import fused_ops  # noqa: E402,F401  (ops created by the named pattern fusions)
+from . import fused_ops, bf16  # noqa: E402,F401  (ops created by the named pattern fusions and --bf16)
 from . import control_flow, sequence  # noqa: E402,F401  (If/Loop/Scan/SequenceMap, sequences and optionals)

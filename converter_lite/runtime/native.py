@@ -12,6 +12,9 @@ Loading:
    drivers the model lists re-emitted; a warning says so once per process.
 2. Otherwise native/lib.so is written to an anonymous memory file (memfd; a private temp file elsewhere) and
    dlopen'ed once per process per content hash.
+   A driver that cannot be rebuilt without a feature (``REQUIRED_FEATURES`` of its kernels/*/abi.py: the bf16
+   GEMM of ``--bf16=on`` needs avx512bf16) makes a host lacking it refuse the model, naming the feature
+   (``_refuse_drivers``), instead of rebuilding.
 A .so that fails to load, a missing symbol or an argument of the wrong dtype/shape raises ConverterError; a
 kernel is never called with buffers it was not compiled for.
 """
@@ -101,6 +104,23 @@ def missing_features(meta: dict, flags: set[str] | None = None) -> list[str] | N
         return None
     table = _AARCH64_NAME if arch == "aarch64" else _CPUINFO_NAME
     return [f for f in required if f in _CHECKED and table.get(f, f) not in flags and f not in flags]
+
+
+def _refuse_drivers(meta: dict, missing: list[str] | None) -> None:
+    """Raises naming the features when the model's drivers need CPU features this host lacks (the drivers'
+    ``REQUIRED_FEATURES``), which no rebuild can do without."""
+    if not missing:
+        return
+    from ..kernels.registry import BY_SYMBOL
+    for symbol in meta.get("support", ()):
+        driver = BY_SYMBOL.get(symbol)
+        need = [f for f in getattr(driver.abi, "REQUIRED_FEATURES", ()) if f in missing] if driver else []
+        if need:
+            names = ", ".join(f"{f} (/proc/cpuinfo: {_CPUINFO_NAME.get(f, f)})" for f in need)
+            raise ConverterError(RET_ERROR, f"this model's native driver {symbol} ({driver.name}) needs the CPU "
+                                            f"feature {names}, which this host lacks: the model was converted with "
+                                            "--bf16=on for a CPU with AVX-512 BF16; convert it again without "
+                                            "--bf16 to run it here")
 
 
 def kernel_ir(sections) -> bytes | None:
@@ -269,6 +289,7 @@ class NativeLibrary:
         except ValueError as e:
             raise ConverterError(RET_ERROR, f"{SECTION_TARGET} is not valid JSON: {e}") from None
         missing = missing_features(meta)
+        _refuse_drivers(meta, missing)
         reason = None
         if not trust_native_code:
             reason = "trust_native_code=False"

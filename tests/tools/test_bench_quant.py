@@ -21,6 +21,15 @@ def test_lines_compute_ratios_and_show_errors():
     assert "| d | 3.000 | 2.000 | 1.50 | 1.000000 |" in text and "quantize_dynamic" in text
 
 
+def test_bf16_table():
+    result = {"bf16": [{"model": "b", "float_mb": 2.0, "quant_mb": 1.2, "onnx_mb": 2.4, "cosine": 0.99999,
+                        "float_ms": 1.0, "quant_ms": 0.7}, {"model": "refused", "error": "ConverterError: --bf16=on"}]}
+    text = "\n".join(bench_quant.lines(result))
+    assert "| model | float .ms MB | bf16 .ms MB |" in text and "vdpbf16ps" in text
+    assert "| b | 2.00 | 1.20 | 0.60 | 0.50 | 0.999990 | 1.000 | 0.700 | 0.70 |" in text
+    assert "| refused | ConverterError: --bf16=on |" in text
+
+
 @pytest.mark.skipif(not os.path.exists(os.path.join(bench_quant.SHARED_MODELS, "resnet_mini.onnx")),
                     reason="../shared/models not present")
 def test_quick_measurement(monkeypatch):

@@ -16,7 +16,8 @@ output tile by tile before the product (CBLAS's ``beta`` then adds it) and ``alp
 Otherwise (no native code, operands the driver does not take) large products are split by rows across the
 Python thread team (``parallel.row_parallel``: each part a BLAS call on its rows).  Only float32/float64;
 other dtypes use the reference kernels.  ``FusedMatMul`` (made by the optional matmul_elem fusions) runs on the
-driver only: its bias is the prefill, then Relu in place or the reference Gelu.
+driver only: its bias is the prefill, then Relu in place or the reference Gelu.  ``MatMulBf16`` (``--bf16=on``)
+runs on the bf16 GEMM (kernels/bgemm/) where the converter recorded it, else on its reference kernel.
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from functools import partial
 
 import numpy as np
 
+from ...kernels.bgemm.abi import BGEMM_SYMBOL
+from ...kernels.bgemm.bind import PackedBf16, bgemm_step
 from ...kernels.gemm.bind import PackedB, gemm_driver, gemm_step
 from ...kernels.packing import shared
 from ...kernels.qgemm.abi import QGEMM_SYMBOL
@@ -205,6 +208,30 @@ def _matmul_integer(ctx: NodeCtx):
     return Impl(bind=bind)
 
 
+def _matmul_bf16(ctx: NodeCtx):
+    """``MatMulBf16`` on the native bf16 GEMM (kernels/bgemm/: recorded for the node only when its ``select``
+    took it), the bfloat16 weights packed once into panels of pairs; A's leading dims are rows.  Else None: the
+    reference kernel (ops/bf16.py)."""
+    addr = ctx.native(BGEMM_SYMBOL)
+    w = ctx.const(1)
+    if not addr or w is None or w.ndim != 2:
+        return None
+    k, n = w.shape
+    packed = shared(w, ("bf16panels",), lambda: PackedBf16(w))
+    bias = ctx.const(2) if len(ctx.node.inputs) > 2 and ctx.node.inputs[2] is not None else None
+    if len(ctx.node.inputs) > 2 and ctx.node.inputs[2] is not None and bias is None:
+        return None
+    reference = _reference_into(ctx.node)
+
+    def bind(ins, outs, ws, nt=1):
+        a, y = ins[0], outs[0]
+        step = None
+        if a.flags.c_contiguous and y.flags.c_contiguous:
+            step = bgemm_step(addr, a.reshape(-1, k), packed, y.reshape(-1, n), nt, bias=bias)
+        return step or partial(reference, ins, y)
+    return Impl(bind=bind)
+
+
 def _reference_into(node):
     """``run(ins, out)``: the node's reference kernel, its result copied into ``out``."""
     compute, attrs = OPS[node.op].compute, node.attrs
@@ -212,4 +239,4 @@ def _reference_into(node):
 
 
 LINALG_FAST = {"MatMul": _matmul, "Gemm": _gemm, "FusedMatMul": _fused_matmul,
-               "MatMulInteger": _matmul_integer, "MatMulIntegerToFloat": _matmul_integer}
+               "MatMulInteger": _matmul_integer, "MatMulIntegerToFloat": _matmul_integer, "MatMulBf16": _matmul_bf16}
