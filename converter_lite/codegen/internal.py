@@ -73,6 +73,41 @@ def tiles_entry(module: ir.Module, symbol: str, tile: ir.Function) -> ir.Functio
     return fn
 
 
+def tile_record(b: ir.IRBuilder, fn: ir.Function, fields: dict[str, int], words: int) -> dict[str, ir.Value]:
+    """The i64 fields of tile ``fn.args[1]`` of a tile body ``fn`` (``void (i8** tiles, i64 t)``): records of
+    ``words`` words from ``fn.args[0]``, ``fields`` name -> word (names starting ``unused`` skipped)."""
+    from .vector import c64
+    rec = b.gep(b.bitcast(fn.args[0], I64.as_pointer()), [b.mul(fn.args[1], c64(words))])
+    return {name: b.load(b.gep(rec, [c64(i)]), name=name) for name, i in fields.items()
+            if not name.startswith("unused")}
+
+
+def panel_blocks(b: ir.IRBuilder, m: ir.Value, n: ir.Value, table: ir.Value, mr_max: int, panel: int,
+                 per_panel: Callable, call: Callable) -> None:
+    """The loop nest of the packed-panel GEMMs (kernels/qgemm, kernels/bgemm): panels of ``panel`` columns (two
+    vectors, the last one masked), then ``m`` rows in ``ceil(m / mr_max)`` blocks of balanced height (differing
+    by at most a row).  ``table`` (a constant_table of microkernels, one per panel width in vectors (1, 2) and
+    block height 1..mr_max) gives each block's microkernel.  ``per_panel(p, j0)`` -> the panel's values (built
+    once per panel); ``call(mk, i0, j0, width, values)`` emits the microkernel call for rows from ``i0``.
+    Nothing runs when ``m`` or ``n`` is 0."""
+    from .loops import for_range
+    from .vector import VL, c64, smin
+    nblk = b.sdiv(b.add(m, c64(mr_max - 1)), c64(mr_max))
+    nblk = b.select(b.icmp_signed("<", nblk, c64(1)), c64(1), nblk)
+    base_rows, extra = b.sdiv(m, nblk), b.srem(m, nblk)
+    npan = b.sdiv(b.add(n, c64(panel - 1)), c64(panel))
+    with b.if_then(b.and_(b.icmp_signed(">", m, c64(0)), b.icmp_signed(">", n, c64(0)))), \
+            for_range(b, 0, npan, "pan") as p:
+        j0 = b.mul(p, c64(panel))
+        w = smin(b, c64(panel), b.sub(n, j0))
+        row0 = b.mul(b.select(b.icmp_signed(">", w, c64(VL)), c64(1), c64(0)), c64(mr_max))
+        values = per_panel(p, j0)
+        with for_range(b, 0, nblk, "blk") as blk:
+            i0 = b.add(b.mul(blk, base_rows), smin(b, blk, extra))
+            mr = b.add(base_rows, b.select(b.icmp_signed("<", blk, extra), c64(1), c64(0)))
+            call(b.load(b.gep(table, [b.add(row0, b.sub(mr, c64(1)))])), i0, j0, w, values)
+
+
 def chunked_entry(module: ir.Module, symbol: str, body: ir.Function, units: Callable, slot: int,
                   per_thread: int, least: Callable | None = None) -> ir.Function:
     """A driver's exported entry point (``driver_entry``) running the pool body ``body`` over ``units(b, d)``

@@ -42,7 +42,14 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...codegen.internal import constant_table, internal_function, prefetch, tiles_entry
+from ...codegen.internal import (
+    constant_table,
+    internal_function,
+    panel_blocks,
+    prefetch,
+    tile_record,
+    tiles_entry,
+)
 from ...codegen.loops import for_range, loop_id
 from ...codegen.threadpool import BODY_TYPE
 from ...codegen.types import BYTE_PTR, F32, I32, I64, VOID
@@ -227,38 +234,28 @@ def _emit_tile(module: ir.Module, native: bool) -> ir.Function:
     fn = ir.Function(module, BODY_TYPE, f"{BGEMM_SYMBOL}.tile")
     fn.linkage = "internal"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    rec = b.gep(b.bitcast(fn.args[0], I64.as_pointer()), [b.mul(fn.args[1], c64(TILE_FIELDS))])
-    f = {name: b.load(b.gep(rec, [c64(i)]), name=name) for name, i in _F.items() if not name.startswith("unused")}
-    m, n, kk = f["M"], f["N"], f["K"]
+    f = tile_record(b, fn, _F, TILE_FIELDS)
+    m, kk = f["M"], f["K"]
     kp = b.sdiv(b.add(kk, c64(PAIR - 1)), c64(PAIR))
     ld = b.sdiv(b.add(kk, c64(CHUNK - 1)), c64(CHUNK))                 # vectors per converted row
     bm, c = b.inttoptr(f["B"], BYTE_PTR), b.inttoptr(f["C"], FP)
     bias = b.inttoptr(f["bias"], FP)
-    tptr = b.bitcast(table, MK_TYPE.as_pointer().as_pointer())
-    nblk = b.sdiv(b.add(m, c64(MR - 1)), c64(MR))
-    nblk = b.select(b.icmp_signed("<", nblk, c64(1)), c64(1), nblk)
-    base_rows, extra = b.sdiv(m, nblk), b.srem(m, nblk)
-    npan = b.sdiv(b.add(n, c64(PANEL - 1)), c64(PANEL))
     pstride = b.mul(kp, c64(PANEL * PAIR * 2))
-    with b.if_then(b.and_(b.icmp_signed(">", m, c64(0)), b.icmp_signed(">", n, c64(0)))):
+    with b.if_then(b.and_(b.icmp_signed(">", m, c64(0)), b.icmp_signed(">", f["N"], c64(0)))):
         mem = b.call(malloc, [b.add(b.mul(b.mul(m, ld), c64(64)), c64(64))])
         aligned = b.inttoptr(b.and_(b.add(b.ptrtoint(mem, I64), c64(63)), c64(-64)), IVECP)
         b.call(convert, [b.inttoptr(f["A"], BYTE_PTR), f["lda"], m, kk, aligned, ld])
         lda_pairs = b.mul(ld, c64(VL))                                  # int32 pairs per converted row
-        with for_range(b, 0, npan, "pan") as p:
-            j0 = b.mul(p, c64(PANEL))
-            w = smin(b, c64(PANEL), b.sub(n, j0))
-            nv = b.select(b.icmp_signed(">", w, c64(VL)), c64(2), c64(1))
-            row0 = b.mul(b.sub(nv, c64(1)), c64(MR))
-            panel = b.gep(bm, [b.mul(p, pstride)])
-            bb = b.select(b.icmp_unsigned("!=", f["bias"], c64(0)), b.gep(bias, [j0]), zeros)
-            with for_range(b, 0, nblk, "blk") as blk:
-                i0 = b.add(b.mul(blk, base_rows), smin(b, blk, extra))
-                mr = b.add(base_rows, b.select(b.icmp_signed("<", blk, extra), c64(1), c64(0)))
-                mk = b.load(b.gep(tptr, [b.add(row0, b.sub(mr, c64(1)))]))
-                ablk = b.bitcast(b.gep(aligned, [b.mul(i0, ld)]), I32.as_pointer())
-                cblk = b.gep(c, [b.add(b.mul(i0, f["ldc"]), j0)])
-                b.call(mk, [ablk, lda_pairs, panel, kp, cblk, f["ldc"], w, bb])
+
+        def per_panel(p, j0):
+            return (b.gep(bm, [b.mul(p, pstride)]),
+                    b.select(b.icmp_unsigned("!=", f["bias"], c64(0)), b.gep(bias, [j0]), zeros))
+
+        def call(mk, i0, j0, w, values):
+            ablk = b.bitcast(b.gep(aligned, [b.mul(i0, ld)]), I32.as_pointer())
+            b.call(mk, [ablk, lda_pairs, values[0], kp, b.gep(c, [b.add(b.mul(i0, f["ldc"]), j0)]), f["ldc"], w,
+                        values[1]])
+        panel_blocks(b, m, f["N"], b.bitcast(table, MK_TYPE.as_pointer().as_pointer()), MR, PANEL, per_panel, call)
         b.call(free, [mem])
     b.ret_void()
     return fn

@@ -37,11 +37,18 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...codegen.internal import constant_table, internal_function, prefetch, tiles_entry
-from ...codegen.loops import for_range, loop_id
+from ...codegen.internal import (
+    constant_table,
+    internal_function,
+    panel_blocks,
+    prefetch,
+    tile_record,
+    tiles_entry,
+)
+from ...codegen.loops import loop_id
 from ...codegen.threadpool import BODY_TYPE
 from ...codegen.types import BYTE_PTR, F32, I32, I64, VOID
-from ...codegen.vector import MASK, VEC, VL, c64, smin, splat, splat_i32, tap_loop_head
+from ...codegen.vector import MASK, VEC, VL, c64, splat, splat_i32, tap_loop_head
 from .abi import FIELDS, FLAG_INT32, PANEL, QGEMM_SYMBOL, QUAD, TILE_FIELDS
 
 MR = 12                         # rows per block: 2 * MR int32 sums + 2 weight vectors + 1 broadcast (of 32)
@@ -156,9 +163,8 @@ def _emit_tile(module: ir.Module, vnni: bool) -> ir.Function:
     fn = ir.Function(module, BODY_TYPE, f"{QGEMM_SYMBOL}.tile")
     fn.linkage = "internal"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    rec = b.gep(b.bitcast(fn.args[0], I64.as_pointer()), [b.mul(fn.args[1], c64(TILE_FIELDS))])
-    f = {name: b.load(b.gep(rec, [c64(i)]), name=name) for name, i in _F.items() if not name.startswith("unused")}
-    m, n, kq = f["M"], f["N"], f["KQ"]
+    f = tile_record(b, fn, _F, TILE_FIELDS)
+    kq = f["KQ"]
     ptr = lambda name, ty=BYTE_PTR: b.inttoptr(f[name], ty)
     a, bm, c = ptr("A"), ptr("B"), ptr("C")
     colsum, bscale, bias = ptr("colsum", I32.as_pointer()), ptr("bscale", F32.as_pointer()), ptr("bias", F32.as_pointer())
@@ -168,28 +174,18 @@ def _emit_tile(module: ir.Module, vnni: bool) -> ir.Function:
     is_float = b.icmp_unsigned("==", b.and_(f["flags"], c64(FLAG_INT32)), c64(0))
     sc_addr = b.select(is_float, f["ascale"], f["A"])
     ascale = b.select(is_float, b.load(b.inttoptr(sc_addr, F32.as_pointer())), ir.Constant(F32, 0.0))
-    tptr = b.bitcast(table, MK_TYPE.as_pointer().as_pointer())
-    nblk = b.sdiv(b.add(m, c64(MR - 1)), c64(MR))
-    nblk = b.select(b.icmp_signed("<", nblk, c64(1)), c64(1), nblk)
-    base_rows, extra = b.sdiv(m, nblk), b.srem(m, nblk)
-    npan = b.sdiv(b.add(n, c64(PANEL - 1)), c64(PANEL))
     pstride = b.mul(kq, c64(PANEL * QUAD))
-    with b.if_then(b.and_(b.icmp_signed(">", m, c64(0)), b.icmp_signed(">", n, c64(0)))), \
-            for_range(b, 0, npan, "pan") as p:
-        j0 = b.mul(p, c64(PANEL))
-        w = smin(b, c64(PANEL), b.sub(n, j0))
-        nv = b.select(b.icmp_signed(">", w, c64(VL)), c64(2), c64(1))
-        row0 = b.mul(b.sub(nv, c64(1)), c64(MR))
-        panel = b.gep(bm, [b.mul(p, pstride)])
-        cs, bs = b.gep(colsum, [j0]), b.gep(bscale, [j0])
-        bb = b.select(b.icmp_unsigned("!=", f["bias"], c64(0)), b.gep(bias, [j0]), bias)
-        with for_range(b, 0, nblk, "blk") as blk:
-            i0 = b.add(b.mul(blk, base_rows), smin(b, blk, extra))
-            mr = b.add(base_rows, b.select(b.icmp_signed("<", blk, extra), c64(1), c64(0)))
-            mk = b.load(b.gep(tptr, [b.add(row0, b.sub(mr, c64(1)))]))
-            ablk = b.gep(a, [b.mul(i0, f["lda"])])
-            cblk = b.gep(c, [b.mul(b.add(b.mul(i0, f["ldc"]), j0), c64(4))])   # (f32 or i32)
-            b.call(mk, [ablk, f["lda"], panel, kq, cblk, f["ldc"], w, cs, azp, ascale, bs, bb, f["flags"]])
+
+    def per_panel(p, j0):
+        return (b.gep(bm, [b.mul(p, pstride)]), b.gep(colsum, [j0]), b.gep(bscale, [j0]),
+                b.select(b.icmp_unsigned("!=", f["bias"], c64(0)), b.gep(bias, [j0]), bias))
+
+    def call(mk, i0, j0, w, values):
+        panel, cs, bs, bb = values
+        cblk = b.gep(c, [b.mul(b.add(b.mul(i0, f["ldc"]), j0), c64(4))])       # (f32 or i32)
+        b.call(mk, [b.gep(a, [b.mul(i0, f["lda"])]), f["lda"], panel, kq, cblk, f["ldc"], w, cs, azp, ascale, bs,
+                    bb, f["flags"]])
+    panel_blocks(b, f["M"], f["N"], b.bitcast(table, MK_TYPE.as_pointer().as_pointer()), MR, PANEL, per_panel, call)
     b.ret_void()
     return fn
 
