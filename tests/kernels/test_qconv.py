@@ -91,8 +91,11 @@ def test_matches_the_integer_convolution(lib, case, nt, flat):
                                rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("flat", [False, True])
-def test_residual_and_clamp(lib, flat):
+BODIES = [{"flat": False}, {"flat": True}, {"channel_lanes": True}]   # rows, flat runs, channel lanes
+
+
+@pytest.mark.parametrize("body", BODIES)
+def test_residual_and_clamp(lib, body):
     rng = np.random.default_rng(7)
     x = rng.standard_normal((1, 8, 10, 10)).astype(np.float32)
     w = rng.integers(-127, 128, (8, 8, 3, 3)).astype(np.int8)
@@ -101,7 +104,7 @@ def test_residual_and_clamp(lib, flat):
     res = rng.standard_normal((1, 8, 10, 10)).astype(np.float32)
     y = np.zeros_like(res)
     qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, (1, 1, 1, 1), (1, 1), 2, residual=res, clamp=(0.0, 6.0),
-               flat=flat)()
+               **body)()
     acc = _int_conv(_quantize(x, 0.05, 128), 128, w, (1, 1, 1, 1), (1, 1))
     want = np.clip(acc.astype(np.float32) * np.float32(0.05 * np.float32(0.01)) + res, 0, 6)
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
@@ -116,8 +119,8 @@ def test_declines_what_it_cannot_read(lib):
                       (1, 1, 1, 1), (1, 1), 1) is None                     # not contiguous
 
 
-@pytest.mark.parametrize("flat", [False, True])
-def test_requantized_output(lib, flat):
+@pytest.mark.parametrize("body", BODIES)
+def test_requantized_output(lib, body):
     """The output through QuantizeLinear -> DequantizeLinear (uint8) in the epilogue, after a Relu clamp: what a QDQ
     model's next pair computes, bit for bit."""
     rng = np.random.default_rng(8)
@@ -127,8 +130,8 @@ def test_requantized_output(lib, flat):
     packed = PackedQConv(w, ws, np.float32(0.04), 110, rng.standard_normal(10).astype(np.float32))
     y = np.full((1, 10, 9, 11), np.nan, np.float32)
     osc, ozp = np.float32(0.07), 3
-    qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, (1, 1, 1, 1), (1, 1), 2, clamp=(0.0, np.inf), flat=flat,
-               requantize=(osc, ozp))()
+    qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, (1, 1, 1, 1), (1, 1), 2, clamp=(0.0, np.inf),
+               requantize=(osc, ozp), **body)()
     acc = _int_conv(_quantize(x, 0.04, 110), 110, w, (1, 1, 1, 1), (1, 1))
     conv = acc.astype(np.float32) * packed.scale[None, :, None, None] + packed.bias[None, :, None, None]
     q = _quantize(np.maximum(conv, 0), osc, ozp)
@@ -139,8 +142,9 @@ def _fq(v, s, z):
     return (np.clip(np.rint(v / np.float64(s)) + z, 0, 255) - z) * np.float64(s)
 
 
+@pytest.mark.parametrize("body", [{"channel_lanes": False}, {"channel_lanes": True}])
 @pytest.mark.parametrize("stages", ["silu", "product", "qdq"])
-def test_silu_epilogue(lib, stages):
+def test_silu_epilogue(lib, stages, body):
     """SiLU (y * sigmoid(y)) in the epilogue: alone (within float32 rounding of numpy's), with the product's
     quantization round trip, and as a QDQ model writes it (the convolution's output, the sigmoid's and the
     product's round trips); quantized, within one quantization step of numpy's."""
@@ -150,7 +154,7 @@ def test_silu_epilogue(lib, stages):
     packed = PackedQConv(w, np.full(10, 0.02, np.float32), np.float32(0.05), 128, None)
     y = np.full((1, 10, 9, 13), np.nan, np.float32)
     qa, qb, qc = (np.float32(0.1), 100), (np.float32(1 / 255), 0), (np.float32(0.05), 20)
-    kw = {"silu": True}
+    kw = {"silu": True, **body}
     if stages == "product":
         kw["silu_requantize"] = (None, qc)
     elif stages == "qdq":
@@ -168,3 +172,71 @@ def test_silu_epilogue(lib, stages):
         a = _fq(conv, *qa)
         want, step = _fq(a * _fq(1 / (1 + np.exp(-a)), *qb), *qc), qc[0]
     assert np.abs(y - want).max() <= step * 1.001 and np.mean(y != want.astype(np.float32)) < 0.02
+
+
+SMALL = [  # (n, c, h, w, m, kh, kw, pads, dilations, strides): small planes, m around multiples of 16
+    (1, 64, 5, 5, 256, 3, 3, (1, 1, 1, 1), (1, 1), (1, 1)),          # 5 x 5: 4 pixel groups, 6 channel blocks
+    (1, 32, 10, 10, 40, 3, 3, (1, 1, 1, 1), (1, 1), (1, 1)),         # 10 x 10, the last channel vector half used
+    (1, 20, 7, 7, 33, 3, 3, (1, 1, 1, 1), (1, 1), (1, 1)),           # 7 x 7, one channel of the third vector
+    (2, 16, 5, 5, 200, 1, 1, (0, 0, 0, 0), (1, 1), (1, 1)),          # 1x1, two images, 13 vectors in 5 blocks
+    (1, 24, 10, 10, 48, 1, 1, (0, 0, 0, 0), (1, 1), (2, 2)),         # 1x1 stride 2 -> 5 x 5
+    (1, 16, 10, 10, 64, 3, 3, (1, 1, 1, 1), (1, 1), (2, 2)),         # 3x3 stride 2 -> 5 x 5
+    (1, 12, 20, 20, 17, 3, 3, (1, 1, 1, 1), (1, 1), (2, 2)),         # -> 10 x 10, m = 17
+    (1, 8, 14, 14, 8, 7, 7, (3, 3, 3, 3), (1, 1), (2, 2)),           # a 7x7 kernel -> 7 x 7, m < 16
+    (1, 3, 2, 3, 16, 3, 3, (1, 1, 1, 1), (1, 1), (1, 1)),            # 6 pixels: one group of fewer than 8
+    (1, 8, 9, 9, 24, 3, 3, (4, 4, 4, 4), (4, 4), (1, 2)),            # dilation, column stride only
+    (1, 6, 6, 9, 20, 3, 2, (2, 0, 1, 1), (1, 1), (1, 1)),            # asymmetric pads, a partial channel quad
+]
+
+
+@pytest.mark.parametrize("case", SMALL + CASES)
+@pytest.mark.parametrize("nt", [1, 2])
+def test_channel_lanes_match_the_integer_convolution(lib, case, nt):
+    """The channel-lane body (emit_channels.py) bit for bit, on the small planes it is chosen for and on every geometry
+    of CASES (it reads the same packed input)."""
+    n, c, h, wd, m, kh, kw, pads, dil, strides = case
+    rng = np.random.default_rng(c * 100 + m + 1)
+    x = (rng.standard_normal((n, c, h, wd)) * 2).astype(np.float32)
+    x.flat[-1] = np.nan
+    w = rng.integers(-128, 128, (m, c, kh, kw)).astype(np.int8)
+    sx, zx = np.float32(0.03), 131
+    ws = rng.uniform(0.001, 0.01, m).astype(np.float32)
+    bias = rng.standard_normal(m).astype(np.float32)
+    packed = PackedQConv(w, ws, sx, zx, bias)
+    acc = _int_conv(_quantize(x, sx, zx), zx, w, pads, dil, strides)
+    y = np.full(acc.shape, np.nan, np.float32)
+    qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, pads, dil, nt, strides=strides, channel_lanes=True)()
+    want = acc.astype(np.float32) * (sx * ws)[None, :, None, None] + bias[None, :, None, None]
+    np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("nt", [1, 2])
+def test_channel_lanes_epilogue(lib, nt):
+    """Residual, clamp and the output's round trip on the channel-lane body with several channel vectors (the
+    last one partial) and pixel groups of 7 and 6, no bias."""
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((1, 40, 10, 10)).astype(np.float32)
+    w = rng.integers(-127, 128, (72, 40, 3, 3)).astype(np.int8)
+    ws = rng.uniform(0.001, 0.01, 72).astype(np.float32)
+    packed = PackedQConv(w, ws, np.float32(0.05), 128, None)
+    res = rng.standard_normal((1, 72, 5, 5)).astype(np.float32)
+    y = np.full_like(res, np.nan)
+    osc, ozp = np.float32(0.03), 100
+    qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, (1, 1, 1, 1), (1, 1), nt, residual=res, clamp=(-1.0, 2.5),
+               strides=(2, 2), requantize=(osc, ozp), channel_lanes=True)()
+    acc = _int_conv(_quantize(x, 0.05, 128), 128, w, (1, 1, 1, 1), (1, 1), (2, 2))
+    conv = np.clip(acc.astype(np.float32) * packed.scale[None, :, None, None] + res, np.float32(-1), np.float32(2.5))
+    q = _quantize(conv, osc, ozp)
+    np.testing.assert_array_equal(y, (q.astype(np.float32) - np.float32(ozp)) * osc)
+
+
+def test_the_body_rule():
+    """Channel lanes where they fill more lanes than the pixel-lane body, on a larger plane only for long sums
+    (bind.channel_lanes_pay)."""
+    from converter_lite.kernels.qconv.bind import channel_lanes_pay
+    assert channel_lanes_pay(5, 5, 7, 256, 576) and channel_lanes_pay(10, 10, 12, 128, 288)  # resnet's 3x3
+    assert channel_lanes_pay(5, 5, 5, 80, 120) and channel_lanes_pay(10, 10, 10, 32, 4)      # 1x1: 52%, 89% lanes
+    assert channel_lanes_pay(40, 40, 42, 32, 72) and not channel_lanes_pay(40, 40, 40, 96, 4)  # 3x3; short sums
+    assert not channel_lanes_pay(20, 20, 20, 64, 16)                                         # 1x1: flat 100%
+    assert not channel_lanes_pay(5, 5, 7, 8, 18) and not channel_lanes_pay(10, 10, 10, 16, 4)  # half a vector;
+    assert not channel_lanes_pay(80, 80, 82, 64, 144)                                        # one; full pixels

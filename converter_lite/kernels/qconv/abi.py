@@ -6,13 +6,14 @@ A ``QuantizedConv`` (ops/quantized_conv.py): the float32 input quantized to uint
 convolved with int8 weights (one scale per output channel) in int32, the sums scaled back to float32 per output
 channel plus the bias -- ``Conv(DequantizeLinear(QuantizeLinear(x)), DequantizeLinear(w), B)``, the form a QDQ
 model gives its convolutions.  ``desc``: ``FIELDS`` i64 words (floats ``lo``/``hi`` as float64 bit patterns),
-then ``EXTRA`` words the entry point writes for its chunks (planes per chunk, rows per chunk).
+then ``EXTRA`` words the entry point writes for its chunks (planes per chunk, rows per chunk).  ``wc``: the
+weights packed for the channel-lane body (emit_channels.py), 0 for the pixel-lane one.
 """
 QCONV_SYMBOL = "cl_qconv2d_v1"
 SYMBOLS = (QCONV_SYMBOL,)
 FIELDS = ("n", "c", "h", "w", "m", "oh", "ow", "pt", "pl", "hp", "wp", "cq", "x", "xscale", "xzp", "xq", "wq",
           "kq", "koff", "comp", "scale", "bias", "y", "residual", "clamp", "lo", "hi", "sh", "sw", "wps", "flat",
-          "hps", "plane", "oscale", "ozp", "silu", "sscale", "szp", "pscale", "pzp")
+          "hps", "plane", "oscale", "ozp", "silu", "sscale", "szp", "pscale", "pzp", "wc")
 STRIDES = (1, 2)                    # column strides: the packed rows are split into this many column phases
 EXTRA = 2
 QUAD = 4                            # input channels per int32 lane of the packed input (vpdpbusd's four bytes)

@@ -2,12 +2,14 @@
 
 ``PackedQConv(w, w_scale, x_scale, x_zero_point, bias)``: the int8 weights ``[M, C, kh, kw]`` as ``wq
 [M][kq][4]`` (``kq = ceil(C/4) * kh * kw`` taps of four input channels, ``t = (c/4, ky, kx)``, zeros past C), the
-per-channel int32 ``comp = x_zero_point * sum(w[o])``, float32 ``scale = x_scale * w_scale[o]`` and the bias.
+per-channel int32 ``comp = x_zero_point * sum(w[o])``, float32 ``scale = x_scale * w_scale[o]`` and the bias;
+for the channel-lane body (emit_channels.py) also ``wc [M/16][kq][16][4]``, packed when a bind first picks it.
 
 ``qconv_step(address, packed, x, y, geometry, nt, residual=None, clamp=None, requantize=None)`` -> the bound step
 (``requantize`` = (scale, zero point): the output stored as DequantizeLinear(QuantizeLinear(y)), uint8): the record
 (abi.FIELDS) and the packed-input workspace ``xq`` (``n * cq * plane * 4`` bytes and a slack the pixel vectors
-of a row's last segment may read past the end).
+of a row's last segment may read past the end); the body as ``channel_lanes_pay`` says, unless the caller picks
+one (``channel_lanes``, or ``flat`` for the pixel-lane body's mode).
 """
 from __future__ import annotations
 
@@ -19,6 +21,10 @@ from ..native_call import aligned, call_driver, data_address, float_bits, record
 from .abi import EXTRA, FIELDS, QUAD, STRIDES
 
 SLACK = 256                   # bytes after xq (at least): a row's or run's last pixel vectors read past its end
+LANES = 16                    # output channels per vector of the channel-lane body (emit_channels.py)
+ONE_VECTOR = 0.8              # the channel-lane body's lanes, counted for a single channel vector (m <= 16)
+SMALL_PLANE = 196             # output pixels (14 x 14) up to which it pays with short sums too ...
+LONG_SUM = 32                 # ... and the taps of four input channels a sum needs for it on larger planes
 FLAT_GAIN = 1.25              # flat runs pay when they fill this much more of the lanes (they store row by row)
 
 
@@ -34,12 +40,26 @@ class PackedQConv:
         self.wq = aligned((m, self.cq * kh * kw * QUAD), np.int8)
         self.wq[...] = padded.reshape(m, self.cq, QUAD, kh, kw).transpose(0, 1, 3, 4, 2).reshape(m, -1)
         self.kq = self.cq * kh * kw
+        self._wc = None
         self.comp = np.ascontiguousarray(int(x_zero_point) * w.reshape(m, -1).sum(1, dtype=np.int64), np.int32)
         self.scale = np.ascontiguousarray(np.float32(x_scale) * np.broadcast_to(np.asarray(w_scale, np.float32)
                                                                                .reshape(-1), (m,)), np.float32)
         self.bias = None if bias is None else np.ascontiguousarray(np.asarray(bias, np.float32).reshape(m))
         self.xscale = np.array([x_scale], np.float32)
         self.xzp = int(x_zero_point)
+
+    @property
+    def wc(self) -> np.ndarray:
+        """The channel-lane body's weights ``[m/16][kq][16][4]`` (zeros past ``m``: a tap's 16 output channels x 4
+        input channels as one 64-byte vector), packed on first use."""
+        if self._wc is None:
+            nvec = -(-self.m // LANES)
+            padded = np.zeros((nvec * LANES, self.kq, QUAD), np.int8)
+            padded[:self.m] = self.wq.reshape(self.m, self.kq, QUAD)
+            wc = aligned((nvec, self.kq * LANES * QUAD), np.int8)
+            wc[...] = padded.reshape(nvec, LANES, self.kq, QUAD).transpose(0, 2, 1, 3).reshape(nvec, -1)
+            self._wc = wc
+        return self._wc
 
 
 @functools.lru_cache(maxsize=256)
@@ -55,20 +75,45 @@ def quad_offsets(cq: int, kh: int, kw: int, plane: int, dh: int, dw: int, sh: in
     return koff
 
 
+def _lanes(oh: int, ow: int, wps: int) -> tuple[float, float]:
+    """The fractions of the pixel-lane body's lanes that hold output pixels: row by row (segments of 32 pixels)
+    and flat (runs over the phase planes' width ``wps``)."""
+    return ow / (16 * -(-ow // 16)), oh * ow / (16 * -(-(oh * wps) // 16))
+
+
 def flat_pays(oh: int, ow: int, wps: int) -> bool:
     """Whether the output rows are better computed as one flat run over the phase planes' width ``wps``
     (emit.py): when that fills ``FLAT_GAIN`` times the lanes the rows one by one would (5 x 5: 5 of 16 lanes a
     row, 25 of 48 flat)."""
-    rowwise = ow / (16 * -(-ow // 16))
-    flat = oh * ow / (16 * -(-(oh * wps) // 16))
+    rowwise, flat = _lanes(oh, ow, wps)
     return flat > FLAT_GAIN * rowwise
+
+
+def channel_lanes_pay(oh: int, ow: int, wps: int, m: int, kq: int) -> bool:
+    """Whether the channel-lane body (emit_channels.py) is the faster one: when it fills more of its lanes (``m`` of
+    ``16 * ceil(m / 16)``) than the pixel-lane body does with this plane (``_lanes``, the mode ``flat_pays``
+    picks), counting the lanes of a single channel vector (m <= 16) at ``ONE_VECTOR`` (its 8 pixels x 1 vector
+    tile loads a word per product), and, on a plane of more than ``SMALL_PLANE`` pixels, for sums of at least
+    ``LONG_SUM`` taps (``kq``): its epilogue (a transpose, stores of 8 floats) costs more than the pixel-lane
+    one, which short sums (1x1 on few channels) do not pay back where the pixel lanes are mostly full.
+    Measured on one Zen 4 thread, channel / pixel-lane time, 3x3: 0.54 (256->256, 5 x 5: 100% of the lanes
+    against 52%), 0.64 (128->128, 10 x 10: 62%), 0.83 (16->16, 10 x 10), 0.91 (32->32 and 64->64, 20 x 20:
+    89%), 0.95 (32->32, 28 x 28: 92%), 0.89 (40 x 40: 83%), 0.95 (56 x 56: 88%), but 0.98 (16->16, 20 x 20),
+    1.15 (24->24, 20 x 20: 75% of the channel lanes), 1.31 (16->8, 10 x 10); 1x1: 0.77 (160->1280 and 80->480,
+    5 x 5), 0.88 (32->192, 10 x 10), 0.96 (64->128, 14 x 14), but 1.06 (32->128, 28 x 28: 8 taps), 1.12
+    (16->96, 40 x 40), 1.03 (64->64, 20 x 20: 100% flat), 1.32 (8->48, 80 x 80)."""
+    rowwise, flat = _lanes(oh, ow, wps)
+    pixel = flat if flat > FLAT_GAIN * rowwise else rowwise
+    channel = m / (LANES * -(-m // LANES)) * (ONE_VECTOR if m <= LANES else 1.0)
+    return channel > pixel and (oh * ow <= SMALL_PLANE or kq >= LONG_SUM)
 
 
 def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, pads: tuple[int, int, int, int],
                dilations: tuple[int, int], nt: int, residual: np.ndarray | None = None,
                clamp: tuple[float, float] | None = None, strides: tuple[int, int] = (1, 1), flat: bool | None = None,
                requantize: tuple[float, int] | None = None, silu: bool = False,
-               silu_requantize: tuple[tuple[float, int] | None, tuple[float, int] | None] = (None, None)):
+               silu_requantize: tuple[tuple[float, int] | None, tuple[float, int] | None] = (None, None),
+               channel_lanes: bool | None = None):
     """The bound step, or None when the buffers do not fit (not contiguous float32 NCHW, a column stride
     other than 1 or 2)."""
     n, c, h, w = x.shape
@@ -97,6 +142,10 @@ def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, 
              "bias": 0 if packed.bias is None else data_address(packed.bias), "y": data_address(y),
              "residual": 0 if residual is None else data_address(residual), "sh": sh, "sw": sw, "wps": wps,
              "hps": hps, "plane": plane}
+    if channel_lanes is None:                   # (a caller that picks the pixel-lane body's mode gets that body)
+        channel_lanes = flat is None and channel_lanes_pay(oh, ow, wps, packed.m, packed.kq)
+    if channel_lanes:
+        words["wc"] = data_address(packed.wc)
     if flat is None:
         flat = flat_pays(oh, ow, wps)
     words["flat"] = int(bool(flat))
