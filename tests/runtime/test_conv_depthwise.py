@@ -114,6 +114,8 @@ FLAT_CASES = [
     dict(n=1, c=4, h=14, w=14, k=(9, 9), pads=(4, 4, 4, 4)),                   # MixNet's 9x9 and 11x11
     dict(n=2, c=3, h=7, w=7, k=(11, 11), pads=(5, 5, 5, 5)),                   # kernel wider than the image
     dict(n=1, c=2, h=20, w=33, k=(11, 11), pads=(5, 5, 5, 5)),
+    dict(n=3, c=4, h=16, w=16, k=(3, 3), pads=(1, 1, 1, 1)),                   # whole vectors per row
+    dict(n=1, c=2, h=6, w=33, k=(3, 3), pads=(1, 1, 1, 1)),
 ]
 
 
@@ -186,3 +188,22 @@ def test_zero_pad_before_a_valid_conv_is_absorbed(tmp_path, rng, group, k, pads)
         assert [s.node.op for s in m.plan.program.steps] == ["Conv"]
         assert not _kinds(m) & {"_Depthwise", "NoneType"}
         np.testing.assert_allclose(m.run(feeds)["y"], run_ort(model, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_flat_row_taps_loaded_and_shifted(tmp_path, rng):
+    """Both ways of reading a tap row's other taps in the flat form (emit.ROW_TAPS: 3x3 by unaligned loads, 5x5
+    and 7x7 by lane shifts of the row's two loads) in one model, against onnxruntime, on 1 and 2 threads."""
+    from converter_lite.kernels.conv_depthwise import emit as dw_emit
+    assert {dw_emit.ROW_TAPS.get(k, "shift") for k in (3, 5, 7)} == {"load", "shift"}
+    c, h, w = 6, 12, 19
+    inits = {f"w{k}": rng.standard_normal((c, 1, k, k)).astype(np.float32) for k in (3, 5, 7)}
+    nodes = [oh.make_node("Conv", [src, f"w{k}"], [dst], group=c, kernel_shape=[k, k], pads=[k // 2] * 4)
+             for k, src, dst in ((3, "x", "a"), (5, "a", "b"), (7, "b", "y"))]
+    model = make_model(nodes, [tensor_info("x", np.float32, [2, c, h, w])],
+                       [tensor_info("y", np.float32, [2, c, h, w])], inits)
+    feeds = {"x": rng.standard_normal((2, c, h, w)).astype(np.float32)}
+    want = run_ort(model, feeds)[0]
+    for nt in (1, 2):
+        m = _converted(tmp_path, model, nt)
+        assert len(_flat_convs(m)) == 3 and all(conv.coords is not None for conv in _flat_convs(m))
+        np.testing.assert_allclose(m.run(feeds)["y"], want, rtol=1e-4, atol=1e-4)

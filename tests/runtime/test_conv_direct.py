@@ -6,6 +6,8 @@ multiples of 16, output widths/heights that leave partial tiles, bias or not, Re
 NaN/inf propagation; and a converted model against onnxruntime."""
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 from helpers import record_drivers
 import onnx.helper as oh
@@ -37,6 +39,12 @@ EXTRA_CASES = [  # x shape, w shape, attrs
     ((1, 8, 20, 21), (24, 8, 3, 3), {"pads": (1, 2, 1, 0)}),   # one super-block: row mode (chunks pad rows)
     ((2, 12, 9, 9), (72, 4, 3, 3), {"pads": (1, 1, 1, 1), "group": 3}),           # batches x groups
     ((2, 5, 19, 23), (20, 5, 3, 5), {"strides": (2, 4), "pads": (1, 2, 1, 2)}),   # column stride 4, padded
+    ((1, 4, 6, 32), (8, 4, 3, 3), {"pads": (2, 17, 1, 18)}),   # pads wider than a vector: whole zero vectors
+    ((3, 5, 9, 1), (7, 5, 3, 3), {"pads": (1, 1, 1, 1)}),       # one input column, 3 images: row parts of each
+    ((1, 6, 31, 17), (16, 6, 3, 3), {"strides": (2, 1), "pads": (2, 1, 0, 1)}),   # rows above the image only
+    ((1, 5, 9, 15), (10, 5, 3, 3), {"pads": (1, 1, 1, 1)}),    # one channel block: 15-pixel tiles
+    ((2, 3, 7, 47), (16, 3, 3, 3), {"strides": (1, 2), "pads": (1, 1, 1, 1)}),    # one block, column stride 2
+    ((1, 3, 16, 64), (8, 3, 4, 4), {"strides": (4, 4)}),       # one block, column stride 4, 16-pixel tiles
 ]
 POINTWISE_CASES = [
     ((1, 8, 40, 40), (48, 8, 1, 1), {}),                                          # 1600 pixels: 25 blocks
@@ -261,13 +269,14 @@ def test_direct_chunks_are_rows_of_every_channel(resolver, monkeypatch, m, group
         assert (desc[n], desc[n + 1]) == (tiles // nt, units)
 
 
-@pytest.mark.parametrize("hw, m, group, per_chunk", [((7, 7), 768, 1, (7, 12)), ((7, 7), 96, 6, (7, 3)),
+@pytest.mark.parametrize("hw, m, group, per_chunk", [((7, 7), 768, 1, (7, 12)), ((7, 7), 96, 6, (4, 3)),
                                                      ((3, 3), 96, 1, (1, 2)), ((14, 14), 768, 1, (28, 12)),
                                                      ((11, 11), 96, 1, (6, 3)), ((30, 30), 768, 1, (45, 24))])
 def test_direct_chunks_of_small_images_split_channels(resolver, monkeypatch, hw, m, group, per_chunk):
-    """Small images are split by channel units (768 channels: 24 super-blocks, 12 each; 6 groups of 16: 3 each;
-    a 3x3 image is one tile) unless those share out much worse than rows (3 super-blocks of 96 channels on an
-    11 x 11 image: 6 + 5 rows); a 30 x 30 image is split by rows (tiles per chunk, channel units per chunk)."""
+    """Small images are split by channel units (768 channels: 24 super-blocks, 12 each; 6 groups of 16: 3 each,
+    in 4 tiles of two 7-pixel rows (SOLO); a 3x3 image is one tile) unless those share out much worse than rows
+    (3 super-blocks of 96 channels on an 11 x 11 image: 6 + 5 rows); a 30 x 30 image is split by rows (tiles per
+    chunk, channel units per chunk)."""
     plan, x, want = _padded_3x3(resolver, monkeypatch, np.random.default_rng(6), 4, m, group, hw, False)
     n = len(conv_direct.FIELDS)
     desc = _run_and_record(plan, x, want, 2)
@@ -284,3 +293,43 @@ def test_pointwise_chunks_split_pixels_in_vectors(resolver, monkeypatch):
     for nt, ppc in ((1, 784), (2, 400), (3, 272)):
         desc = _run_and_record(plan, x, want, nt)
         assert (desc[n], desc[n + 1]) == (ppc, 5)                       # pixels, channel blocks per chunk
+
+
+def test_odd_row_parts_pad_their_own_copy(resolver, monkeypatch):
+    """Planned for several threads, a padded Conv has two zero-bordered copies of its input (one copy for 1
+    thread): on 2 threads the first row part pads the rows it reads into the first copy and the second part
+    into the second, so the two never write the same halo rows (on 4 threads the parts use copies 0, 1, 0, 1);
+    results match the reference on 1 to 4 threads."""
+    rng = np.random.default_rng(8)
+    x, w = _arr(rng, 1, 8, 24, 24), _arr(rng, 16, 8, 3, 3)
+    hp = wp = 26
+    floats = conv_direct.xp_floats(1, 8, hp, wp)
+    for threads, copies in ((1, 1), (4, 2)):
+        plan, want = _wide_plan(resolver, monkeypatch, x, w, None, {"pads": (1, 1, 1, 1)}, threads)
+        (conv,) = [s.impl.bind.__self__ for s in plan.program.steps if s.node.op == "Conv"]
+        assert conv.workspace == copies * floats * 4 + 64
+    desc = _run_and_record(plan, x, want, 2)
+    xp = np.ctypeslib.as_array((ctypes.c_float * (2 * floats)).from_address(int(desc[conv_direct.FIELDS.index("xp")])))
+    xp[:] = np.nan
+    _run_and_record(plan, x, want, 2)                           # the same bound step, the same copies
+    first, second = (xp[i * floats:i * floats + 8 * hp * wp].reshape(8, hp, wp) for i in (0, 1))
+    padded = np.pad(x[0], ((0, 0), (1, 1), (1, 1)))
+    # 24 rows of two 12-pixel tiles: output rows 0-11 read padded rows 0-13, rows 12-23 read 12-25
+    np.testing.assert_array_equal(first[:, :14], padded[:, :14])
+    assert np.isnan(first[:, 14:]).all()
+    np.testing.assert_array_equal(second[:, 12:], padded[:, 12:])
+    assert np.isnan(second[:, :12]).all()
+    for nt in (1, 3, 4):
+        _run_and_record(plan, x, want, nt)
+
+
+@pytest.mark.parametrize("m, group, tiles", [(16, 1, 64), (12, 3, 64), (48, 3, 64), (32, 1, 96), (96, 3, 96)])
+def test_one_channel_block_takes_wider_tiles(resolver, monkeypatch, m, group, tiles):
+    """Wide tiles hold 12 pixels of two 16-channel blocks, or SOLO = 16 pixels when every group has one block
+    (at most 16 output channels): a 32 x 32 image is 32 rows of two 16-pixel tiles instead of three of 11 and
+    10 pixels (tiles per chunk on one thread); results match the reference on 1 to 3 threads."""
+    assert direct_emit.SOLO == 16
+    plan, x, want = _padded_3x3(resolver, monkeypatch, np.random.default_rng(9), 4, m, group, (32, 32), True)
+    assert _run_and_record(plan, x, want, 1)[len(conv_direct.FIELDS)] == tiles
+    for nt in (2, 3):
+        _run_and_record(plan, x, want, nt)

@@ -30,7 +30,8 @@ five masked rows).  Which lanes may read a tap (its row and column inside the im
 lanes' coordinates, which do not depend on the channel: the runtime tabulates them once, at load
 (``coords[j]``: columns, rows).  Per tap row ky a partial sum over kx (k independent FMA chains).  Vectors
 whose windows stay inside the tensor (all but the edges of its first and last plane) use two plain loads per
-tap row and make the row's other taps by lane shifts of them (one two-source permute each), with the columns
+tap row and make the row's other taps by lane shifts of them (one two-source permute each; 3x3: unaligned
+loads, ``ROW_TAPS``), with the columns
 outside the image masked in the FMA and the rows outside it in the row's addition; the others (and column
 dilations other than 1) use one masked load per tap.  One function per kernel size 1..``MAX_KW``.  Measured
 on mobilenet_v2_half's shapes (one thread, the Conv alone): 96 x 40 x 40 3x3 in 32 us against 65 for the
@@ -75,6 +76,12 @@ ROWS = 4                           # output rows computed together: independent 
 # (mobilenet_v2_half, 2 threads, builds alternated in one process: 4 chunks -> 1.10 ms, 1 -> 1.05 on a busy
 # host; depthwise alone made no difference on a quiet one)
 CHUNKS_PER_THREAD = 1
+# flat form, vectors inside the plane: how a row's taps kx > 0 are read, by kernel size (default "shift": lane
+# shifts of the row's two plain loads, which LLVM emits as vpermt2ps here).  Unaligned plain loads keep the
+# permutes off the FP pipes that the FMAs use: one thread, the Conv alone, builds alternated in one process: 64 x 56 x 56 105 -> 83 us,
+# 128 x 28 x 28 49 -> 40, 16 x 112 x 112 93 -> 76.  For 5x5 loads were slower (256 x 14 x 14: 84 -> 98 us
+# with two of the four taps loaded, 81 -> 108 with all four; 512 x 7 x 7: 64 -> 76 with all four)
+ROW_TAPS = {3: "load"}
 
 IVEC = ir.VectorType(I32, VL)
 # plane(x, y, res, wt, bias, h, w, oh, ow, kh, sh, dh, dw, pt, pl, has_res, clamp, gate, lo, hi)
@@ -217,8 +224,8 @@ def flat_function(module: ir.Module, k: int) -> ir.Function:
         """Output vector ``j``: per tap row ky a partial sum over kx (k independent FMA chains).  Masked loads
         (lanes whose tap lies outside the image read zeros), or with ``shifted`` (vectors [jlo, jhi): every
         window inside the plane, unit column dilation) two plain loads per tap row, the row's other taps by
-        lane shifts of them (valignd), the columns outside the image masked in the FMA and the rows outside
-        it in the row's addition: a third of the vector loads for 3x3, a seventh for 7x7, and no mask table
+        lane shifts of them (valignd; or unaligned loads, ``ROW_TAPS``), the columns outside the image masked in
+        the FMA and the rows outside it in the row's addition: a seventh of the vector loads for 7x7, no mask table
         (the masks are compares of the lanes' coordinates, which the runtime tabulates once)."""
         p0 = b.mul(j, c64(VL))
         xs = b.load(b.gep(cvec, [b.mul(j, c64(2))]), align=64)
@@ -234,8 +241,12 @@ def flat_function(module: ir.Module, k: int) -> ir.Function:
             for kx in range(k):
                 t = ky * k + kx
                 if shifted:
-                    v = win[0] if kx == 0 else b.shuffle_vector(win[0], win[1],
-                                                                ir.Constant(IVEC, list(range(kx, kx + VL))))
+                    if kx == 0:
+                        v = win[0]
+                    elif ROW_TAPS.get(k, "shift") == "load":
+                        v = b.load(b.bitcast(b.gep(base, [c64(kx)]), VECP), align=4)
+                    else:
+                        v = b.shuffle_vector(win[0], win[1], ir.Constant(IVEC, list(range(kx, kx + VL))))
                     part = b.select(col[kx], b.call(fma, [v, wk[t], part]), part)
                 else:
                     v = b.call(mload, [b.bitcast(b.gep(x, [b.add(p0, off[ky][kx])]), VECP), ir.Constant(I32, 4),

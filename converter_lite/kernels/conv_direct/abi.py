@@ -18,6 +18,11 @@ OPS = ("Conv",)
 EPILOGUE = True                    # takes a following residual Add and clamps (kernels/conv_epilogue.py)
 
 
+def xp_floats(n: int, c: int, hp: int, wp: int) -> int:
+    """Floats of one zero-bordered copy of the input, rounded up to 64 bytes: the second copy starts there."""
+    return -(-n * c * hp * wp // VL) * VL
+
+
 def select(node) -> tuple[str, ...]:
     """Dense or grouped (not depthwise) float32 2-D Convs with constant weights and a column stride in STRIDES."""
     g = conv_2d(node)

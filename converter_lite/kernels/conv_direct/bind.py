@@ -3,7 +3,8 @@
 * 1x1, stride 1, unpadded (``PointwiseConv``, kernels/conv_pointwise/, when ``pointwise_pays``): vectorised
   over pixels, weights packed ``[G, nmb, C/G, 6]``;
 * any other geometry with column stride 1, 2 or 4 (``DirectConv``, emit.py): vectorised over
-  output channels, reading the input in place (or a zero-bordered copy when the Conv pads).
+  output channels, reading the input in place (or a zero-bordered copy when the Conv pads: two, one per
+  neighbouring row part, when it may run on several threads).
 
 ``native_direct(ctx, geo, w, bias)`` -> a plan (``workspace``, ``bind``, ``epilogue``) or None when neither
 applies (not float32, column stride other than 1, 2 or 4, empty, or a model whose native code lacks the driver);
@@ -26,7 +27,7 @@ from ..conv_pointwise.abi import SYMBOL as POINTWISE_SYMBOL
 from ..conv_pointwise.bind import PointwiseConv, pointwise_pays
 from ..native_call import aligned, call_driver, data_address, record
 from ..packing import shared
-from .abi import EXTRA, FIELDS, STRIDES, SYMBOL, VL
+from .abi import EXTRA, FIELDS, STRIDES, SYMBOL, VL, xp_floats
 
 
 
@@ -84,7 +85,9 @@ class DirectConv(EpilogueHook):
             self.hp, self.wp = g.h, g.w
         self.koff = tap_offsets(g.c // g.group, g.kh, g.kw, self.hp * self.wp, g.dh * self.wp, g.dw)
         self.k = self.koff.size
-        self.workspace = g.n * g.c * self.hp * self.wp * 4 + 64 if self.pad else 0
+        # two zero-bordered copies when several threads may pad (emit.py: odd row parts use the second)
+        copies = 1 if self.max_threads == 1 else 2
+        self.workspace = copies * xp_floats(g.n, g.c, self.hp, self.wp) * 4 + 64 if self.pad else 0
 
     def bind(self, ins, outs, ws, nt=1):
         g, x, y = self.g, ins[0], outs[0]

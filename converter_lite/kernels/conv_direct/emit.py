@@ -15,14 +15,17 @@ vector registers (``ocv`` blocks of 16 channels, ``rows x cols`` output pixels o
 dilation is free and each tile row needs one base pointer (pixels ``q*sw`` apart, ``sw`` a constant of the
 microkernel: 1, 2 or 4 -- ``STRIDES``; 4 for the 4x4 patch embeddings of ConvNeXt and Swin).  A padded
 convolution reads a zero-bordered copy ``xp`` of its input: each pool chunk first copies the rows its own tiles
-read (all channels of the image), so the thread that reads a row is the one that wrote it (chunks that split a
-group's channels instead share a padding phase split by planes).  The accumulators start at the bias.  The epilogue
+read (all channels of the image), so the thread that reads a row is the one that wrote it, into the first copy
+(even row parts) or a second one right after it (odd row parts, ``xp_floats``), so that neighbouring parts
+never write the same halo rows (chunks that split a group's channels instead share a padding phase split by
+planes, in the first copy).  The accumulators start at the bias.  The epilogue
 transposes each ``16 x cols`` block in registers (shuffles), then per output channel adds the residual (if any),
 clamps (Relu/Clip, NaN stays NaN) and stores ``cols`` contiguous outputs (NCHW) with a masked store.
 
 Tiles: an output image is cut into row groups of ``R`` rows and column segments of ``Q`` (balanced) columns
 with ``R * Q <= PMAX``; with ``wide`` (AVX-512: 32 vector registers) ``PMAX = 12`` and two channel blocks per
-tile, else (16 registers) ``PMAX = 6`` and one block.  Chunks of the pool are runs of tiles (rows) of one
+tile (``PMAX = SOLO = 16`` when a group has one block: at most 16 output channels), else (16 registers)
+``PMAX = 6`` and one block.  Chunks of the pool are runs of tiles (rows) of one
 image, about ``CHUNKS_PER_THREAD`` per thread, each computing them for every group and channel super-block in
 turn: every thread computes the same rows of every convolution (see ``emit_conv_direct``).
 
@@ -53,7 +56,6 @@ from ...codegen.vector import (
     flag_versions,
     smin,
     splat,
-    splat_bool,
     splat_i32,
     tap_loop_head,
     transpose,
@@ -65,6 +67,11 @@ from .abi import SYMBOL as DIRECT_SYMBOL
 
 _F = {name: i for i, name in enumerate(FIELDS)}
 TILES = {True: (2, 12, 4), False: (1, 6, 4)}     # wide -> (channel blocks per tile, pixels per tile, max rows)
+# wide, one channel block per group (at most 16 output channels): pixels (and columns) per tile.  Fewer tiles,
+# each transposed whole, for the same accumulator count: conv_net (five 16-channel 3x3 convolutions at 32 x 32)
+# at one thread, builds alternated in one process: 203.3 -> 195.6 and 202.8 -> 193.8 us (16 x 32 x 32 3x3:
+# 46-48 -> 44-45 us each, the 3-channel stem 11.5 -> 10.2); 24 pixels in two rows of 11 were slower (47-50 us)
+SOLO = 16
 # pool chunks per thread: one.  Each claim costs ~0.2 us of shared-counter traffic, and with one chunk each
 # thread computes the same part of every convolution (the caller the first rows, the worker the rest), so a
 # convolution finds most of its input in the cache of the core that wrote it.  conv_net at 2 threads (one
@@ -172,17 +179,16 @@ def microkernel(module: ir.Module, ocv: int, rows: int, cols: int, sw: int) -> i
 
 def _table(module: ir.Module, sw: int) -> tuple[ir.GlobalVariable, int, int]:
     """Constant table of microkernel pointers indexed ``[(ocv-1)][rows-1][cols-1]`` for column stride sw
-    (null where rows*cols exceeds the widest tile)."""
-    ocv_max = max(t[0] for t in TILES.values())
-    pmax = max(t[1] for t in TILES.values())
-    rmax = max(t[2] for t in TILES.values())
+    (null where rows*cols exceeds the widest tile: SOLO pixels for one channel block, else TILES')."""
+    ocv_max, rmax, qmax = TILES_MAX
     ptr = MK_TYPE.as_pointer()
     entries = []
     for ocv in range(1, ocv_max + 1):
+        most = SOLO if ocv == 1 else max(t[1] for t in TILES.values())
         for r in range(1, rmax + 1):
-            for q in range(1, pmax + 1):
-                entries.append(microkernel(module, ocv, r, q, sw) if r * q <= pmax else ir.Constant(ptr, None))
-    return constant_table(module, f"cl_convd.table_s{sw}", ptr, entries), rmax, pmax
+            for q in range(1, qmax + 1):
+                entries.append(microkernel(module, ocv, r, q, sw) if r * q <= most else ir.Constant(ptr, None))
+    return constant_table(module, f"cl_convd.table_s{sw}", ptr, entries), rmax, qmax
 
 
 class _Fields:
@@ -200,7 +206,8 @@ def _tiling(b: ir.IRBuilder, f: _Fields):
     """(ocv_max, rows R, cols Q, column segments, row groups, super-blocks per group) for this convolution."""
     wide = b.icmp_signed("!=", f["wide"], c64(0))
     ocv_max = b.select(wide, c64(TILES[True][0]), c64(TILES[False][0]))
-    pmax = b.select(wide, c64(TILES[True][1]), c64(TILES[False][1]))
+    solo = b.and_(wide, b.icmp_signed("==", f["nblk"], c64(1)))
+    pmax = b.select(solo, c64(SOLO), b.select(wide, c64(TILES[True][1]), c64(TILES[False][1])))
     rmax = b.select(wide, c64(TILES[True][2]), c64(TILES[False][2]))
     ow, oh = f["ow"], f["oh"]
     nseg = cdiv(b, ow, pmax)
@@ -241,7 +248,6 @@ def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
     cg, mg = b.sdiv(f["c"], f["group"]), b.sdiv(f["m"], f["group"])
     hp, wp, oh, ow, kk = f["hp"], f["wp"], f["oh"], f["ow"], f["k"]
     padded = b.icmp_signed("!=", f["pad"], c64(0))
-    src = b.select(padded, f.ptr("xp"), f.ptr("x"))
     wstride = b.mul(kk, c64(VL))
     plane = b.mul(oh, ow)
     resi = f["residual"]
@@ -260,11 +266,17 @@ def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
     t0 = b.mul(ci, tpc)
     t1 = smin(b, b.add(t0, tpc), tiles)
     own_pad = b.and_(padded, b.not_(_shared_pad(b, f, upc, units, nsb)))
+    # odd row parts pad into the second copy (xp_copy): neighbouring parts never write the same halo lines
+    odd = b.and_(own_pad, b.icmp_signed("!=", b.and_(ci, c64(1)), c64(0)))
+    xp = b.select(odd, b.gep(f.ptr("xp"), [xp_copy(b, f)]), f.ptr("xp"))
+    src = b.select(padded, xp, f.ptr("x"))
     with b.if_then(b.and_(own_pad, b.icmp_signed("<", t0, t1))):
         # the padded input rows this chunk's tiles read, padded here, by the thread that reads them (a separate
         # pool phase split by channels made every compute chunk fetch half its input from the other core's
         # cache: resnet_mini's 32x40x40 3x3 took 104 us on 2 threads, 75 without the padding); neighbouring
-        # chunks write the same halo rows with the same values
+        # chunks pad the same halo rows, each in its own copy: in one copy, written by both cores, they cost
+        # conv_net's 16 x 32 x 32 3x3 convolutions 43.5 us each on 2 threads against 38.5 (builds alternated
+        # in one process; when the other core is busy, the same: 2 threads then take as long as one)
         ya = b.mul(b.sdiv(t0, nseg), rr)
         yb = smin(b, b.mul(b.add(b.sdiv(b.sub(t1, c64(1)), nseg), c64(1)), rr), oh)
         span = b.sub(hp, b.mul(b.sub(oh, c64(1)), sh))          # padded rows one output row reads
@@ -272,7 +284,7 @@ def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
         r1 = smin(b, b.add(b.mul(b.sub(yb, c64(1)), sh), span), hp)
         p0 = b.add(b.mul(n, f["c"]), b.mul(b.sdiv(u0, nsb), cg))                # the planes of its groups
         p1 = b.add(b.mul(n, f["c"]), b.mul(b.add(b.sdiv(b.sub(u1, c64(1)), nsb), c64(1)), cg))
-        b.call(pad_rows, [b.bitcast(fn.args[0], BYTE_PTR), p0, p1, r0, r1])
+        b.call(pad_rows, [b.bitcast(fn.args[0], BYTE_PTR), xp, p0, p1, r0, r1])
     # each channel unit (group, super-block) of the chunk's in turn over its rows (a super-block's weights stay
     # in cache over the tiles; the rows stay in cache over the super-blocks), so the rows are padded once
     with for_range(b, u0, u1, "u") as u:
@@ -304,24 +316,29 @@ def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
 
 
 TILES_MAX = (max(t[0] for t in TILES.values()), max(t[2] for t in TILES.values()),
-             max(t[1] for t in TILES.values()))
+             max(SOLO, *(t[1] for t in TILES.values())))
 
 
-PAD_ROWS_TYPE = ir.FunctionType(VOID, [BYTE_PTR, I64, I64, I64, I64])
+PAD_ROWS_TYPE = ir.FunctionType(VOID, [BYTE_PTR, FP, I64, I64, I64, I64])
+
+
+def xp_copy(b: ir.IRBuilder, f: _Fields) -> ir.Value:
+    """Floats from the first zero-bordered copy of the input to the second (``abi.xp_floats``)."""
+    return b.mul(cdiv(b, b.mul(b.mul(f["n"], f["c"]), b.mul(f["hp"], f["wp"])), c64(VL)), c64(VL))
 
 
 def _emit_pad(module: ir.Module) -> ir.Function:
-    """``pad_rows(desc, p0, p1, r0, r1)``: rows [r0, r1) of input planes [p0, p1) (of n*c planes) copied into
+    """``pad_rows(desc, xp, p0, p1, r0, r1)``: rows [r0, r1) of input planes [p0, p1) (of n*c planes) copied into
     the zero-bordered ``xp``, 16 columns at a time with masked vector loads/stores (no library call per row:
     rows are short)."""
     fn = ir.Function(module, PAD_ROWS_TYPE, f"{DIRECT_SYMBOL}.pad_rows")
     fn.linkage = "internal"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    desc, p0, p1, r0, r1 = fn.args
+    desc, xp, p0, p1, r0, r1 = fn.args
     f = _Fields(b, desc)
     _, mload, mstore = vector_intrinsics(module)
     h, w, hp, wp, pt, pl = f["h"], f["w"], f["hp"], f["wp"], f["pt"], f["pl"]
-    x, xp = f.ptr("x"), f.ptr("xp")
+    x = f.ptr("x")
     ivec = ir.VectorType(I32, VL)
     iota = ir.Constant(ivec, list(range(VL)))
 
@@ -331,24 +348,30 @@ def _emit_pad(module: ir.Module) -> ir.Function:
     zero = ir.Constant(VEC, None)
     wv, wpv, zv = splat32(w), splat32(wp), ir.Constant(ivec, [0] * VL)
     nvec = cdiv(b, wp, c64(VL))
+    # rows [r0, i0) and [i1, r1) are above / below the image (zeros), rows [i0, i1) copy input rows
+    i0 = smin(b, b.select(b.icmp_signed(">", pt, r0), pt, r0), r1)
+    i1 = smin(b, b.add(pt, h), r1)
+    i1 = b.select(b.icmp_signed("<", i1, i0), i0, i1)
+    mask4 = ir.Constant(I32, 4)
     with for_range(b, p0, p1, "p") as p:
         dplane = b.gep(xp, [b.mul(p, b.mul(hp, wp))])
-        splane = b.gep(x, [b.mul(p, b.mul(h, w))])
-        with for_range(b, r0, r1, "r") as r:
-            drow = b.gep(dplane, [b.mul(r, wp)])
-            sr = b.sub(r, pt)
-            inside = b.and_(b.icmp_signed(">=", sr, c64(0)), b.icmp_signed("<", sr, h))
-            srow = b.gep(splane, [b.mul(b.select(inside, sr, c64(0)), w)])
-            inside_v = splat_bool(b, inside)
-            with for_range(b, 0, nvec, "v") as v:
-                j0 = b.mul(v, c64(VL))
-                cols = b.add(splat32(j0), iota)                      # destination columns
-                src = b.sub(cols, splat32(pl))                      # their source columns
-                smask = b.and_(inside_v, b.and_(b.icmp_signed(">=", src, zv), b.icmp_signed("<", src, wv)))
-                dmask = b.icmp_signed("<", cols, wpv)
-                sptr = b.bitcast(b.gep(srow, [b.sub(j0, pl)]), VECP)
-                val = b.call(mload, [sptr, ir.Constant(I32, 4), smask, zero])
-                b.call(mstore, [val, b.bitcast(b.gep(drow, [j0]), VECP), ir.Constant(I32, 4), dmask])
+        splane = b.gep(x, [b.mul(b.sub(b.mul(p, h), pt), w)])           # input row r - pt at r * w
+        # columns outer, rows inner: a column block's masks are computed once per plane, not once per row and
+        # vector (conv_net, one thread, builds alternated in one process: 203.4 -> 201.3 and 203.5 -> 200.5 us
+        # for the five convolutions; plain loads and stores for the whole vectors made no difference)
+        with for_range(b, 0, nvec, "v") as v:
+            j0 = b.mul(v, c64(VL))
+            cols = b.add(splat32(j0), iota)                          # destination columns
+            src = b.sub(cols, splat32(pl))                          # their source columns
+            smask = b.and_(b.icmp_signed(">=", src, zv), b.icmp_signed("<", src, wv))
+            dmask = b.icmp_signed("<", cols, wpv)
+            dcol, scol = b.gep(dplane, [j0]), b.gep(splane, [b.sub(j0, pl)])
+            for lo_, hi_ in ((r0, i0), (i1, r1)):
+                with for_range(b, lo_, hi_, "rz") as r:
+                    b.call(mstore, [zero, b.bitcast(b.gep(dcol, [b.mul(r, wp)]), VECP), mask4, dmask])
+            with for_range(b, i0, i1, "r") as r:
+                val = b.call(mload, [b.bitcast(b.gep(scol, [b.mul(r, w)]), VECP), mask4, smask, zero])
+                b.call(mstore, [val, b.bitcast(b.gep(dcol, [b.mul(r, wp)]), VECP), mask4, dmask])
     b.ret_void()
     return fn
 
@@ -363,8 +386,8 @@ def _emit_pad_planes(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
     f = _Fields(b, fn.args[0])
     per = b.load(b.gep(b.bitcast(fn.args[0], I64P), [c64(len(FIELDS))]))
     p0 = b.mul(fn.args[1], per)
-    b.call(pad_rows, [b.bitcast(fn.args[0], BYTE_PTR), p0, smin(b, b.add(p0, per), b.mul(f["n"], f["c"])), c64(0),
-                      f["hp"]])
+    b.call(pad_rows, [b.bitcast(fn.args[0], BYTE_PTR), f.ptr("xp"), p0,
+                      smin(b, b.add(p0, per), b.mul(f["n"], f["c"])), c64(0), f["hp"]])
     b.ret_void()
     return fn
 
