@@ -113,12 +113,13 @@ class Node:
         self.op = op
         self.name = name
         self.attrs: dict[str, Any] = dict(attrs or {})
-        self.inputs: list[Value | None] = []
+        self.inputs: list[Value | None] = list(inputs)
         self.outputs: list[Value] = list(outputs)
         for i, o in enumerate(self.outputs):
             o.producer, o.index = self, i
-        for v in inputs:
-            self.add_input(v)
+        for i, v in enumerate(self.inputs):              # (add_input's work, without a call per input)
+            if v is not None:
+                v.uses.append((self, i))
 
     def add_input(self, v: Value | None) -> None:
         self.inputs.append(v)

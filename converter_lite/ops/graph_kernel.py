@@ -60,11 +60,18 @@ def _infer_cols(node, sub):
         if len(s) != len(p):
             raise KernelError(f"GraphKernel {node.name!r}: input {v.name!r} {list(s)} is not of rank {len(p)}")
     ext = column_extents(pats, shapes)
+    want: dict = {}                                     # pattern -> the shape it broadcasts to (few patterns)
+
+    def shape_of(p):
+        got = want.get(p)
+        if got is None:
+            got = want[p] = tuple(1 if q == 1 else e for q, e in zip(p, ext))
+        return got
     for v, p, s in zip(node.inputs, pats, shapes):
-        if any(d != (1 if q == 1 else e) for d, q, e in zip(s, p, ext)):
+        if tuple(s) != shape_of(tuple(p)):
             raise KernelError(f"GraphKernel {node.name!r}: input {v.name!r} {list(s)} does not broadcast to "
                               f"{ext} as the kernel's pattern {list(p)}")
-    return [TensorType(v.dtype, tuple(1 if q == 1 else e for q, e in zip(v.shape, ext))) for v in sub.outputs]
+    return [TensorType(v.dtype, shape_of(tuple(v.shape))) for v in sub.outputs]
 
 
 @reference("GraphKernel", infer=_infer)

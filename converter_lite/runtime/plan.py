@@ -37,6 +37,8 @@ native kernel runs in 1.5 us through ``Model.run``, 0.3 us of them the foreign c
 """
 from __future__ import annotations
 
+import functools
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -106,7 +108,6 @@ class Plan:
             transpose_views(self.program)
         self.memory = plan_memory(self.program, keep_inputs=inner)
         self.kernels: list[KernelEntry] = self.program.kernels
-        self.steps = [Step(s.node, s.impl.native, s.kernel, s.inputs, s.outputs) for s in self.program.steps]
         self.workspace = max((s.impl.workspace for s in self.program.steps), default=0)
         self._free: list[Executor] = []
         # a body plan (``inner``) runs inside its parent's run, which limits numpy's BLAS for its bodies too
@@ -153,6 +154,12 @@ class Plan:
             for p in (s.impl.bodies or {}).values():
                 out += [p, *p.body_plans()]
         return out
+
+    @functools.cached_property
+    def steps(self) -> list[Step]:
+        """The executed steps (for tables and tests): made when first asked, not with every plan (a dynamic
+        model's plan for a new shape never needs them)."""
+        return [Step(s.node, s.impl.native, s.kernel, s.inputs, s.outputs) for s in self.program.steps]
 
     @property
     def arena_bytes(self) -> int:
@@ -552,12 +559,12 @@ def product_work(node: Node) -> float:
         elif node.op == "Gemm":
             k = x[0] if node.attrs.get("transA", 0) else x[-1]
         elif node.op == "Conv":
-            k = int(np.prod(w[1:]))
+            k = math.prod(w[1:])
         elif node.op == "ConvTranspose":
-            k = int(w[0]) * int(np.prod(w[2:])) // max(1, int(out[1]))
+            k = int(w[0]) * math.prod(w[2:]) // max(1, int(out[1]))
         else:
             return float("inf")
-        return float(np.prod([int(d) for d in out])) * int(k)
+        return float(math.prod([int(d) for d in out])) * int(k)
     except (AttributeError, IndexError, TypeError, ValueError):
         return float("inf")
 

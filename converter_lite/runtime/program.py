@@ -211,15 +211,28 @@ def lower(graph: Graph, resolve=None, fast: dict[str, Factory] | None = None, nu
 
 
 def _pvalue(v: Value) -> PValue:
-    return PValue(v.name, _shape(v), _dtype(v), kind=v.type.kind if v.type is not None else "tensor")
+    t = v.type
+    if t is None:
+        return PValue(v.name, None, None)
+    return PValue(v.name, None if t.shape is None else tuple(map(int, t.shape)), _np_dtype(t.dtype), kind=t.kind)
 
 
 def _shape(v: Value):
-    return None if v.type is None or v.type.shape is None else tuple(int(d) for d in v.type.shape)
+    return None if v.type is None or v.type.shape is None else tuple(map(int, v.type.shape))
 
 
 def _dtype(v: Value):
-    return None if v.type is None else np.dtype(v.type.dtype.np)
+    return None if v.type is None else _np_dtype(v.type.dtype)
+
+
+_NP_DTYPES: dict = {}        # ir DType -> numpy dtype (one entry per DType member): ``np.dtype()`` per value is slow
+
+
+def _np_dtype(dt) -> np.dtype:
+    got = _NP_DTYPES.get(dt)
+    if got is None:
+        got = _NP_DTYPES[dt] = np.dtype(dt.np)
+    return got
 
 
 def _vid(prog: Program, ids: dict, v: Value | None) -> int | None:
@@ -238,6 +251,7 @@ class _Lowerer:
     def __init__(self, prog, ids, resolve, fast, num_threads, control_flow=None):
         self.prog, self.ids, self.resolve, self.fast, self.num_threads = prog, ids, resolve, fast, num_threads
         self.control_flow = control_flow
+        self.library = getattr(resolve, "library", None)
         self.uses: dict[int, int] = {}             # top-level Value id -> readers (nodes and graph outputs)
 
     def nodes(self, nodes: list[Node], kernel: int | None) -> None:
@@ -245,9 +259,11 @@ class _Lowerer:
             self.node(node, kernel)
 
     def node(self, node: Node, kernel: int | None) -> None:
-        prog = self.prog
-        ins = [_vid(prog, self.ids, v) for v in node.inputs]
-        if self._fold(node, ins):
+        prog, ids = self.prog, self.ids
+        values = prog.values
+        ins = [None if v is None else ids.get(id(v)) or _vid(prog, ids, v) for v in node.inputs]
+        # (most nodes read a computed value: no call of ``_fold`` for them)
+        if all(v is None or values[v].const is not None for v in ins) and self._fold(node, ins):
             return
         top = kernel is None
         if top and node.op == "GraphKernel" and self._epilogue(node, ins):
@@ -269,11 +285,10 @@ class _Lowerer:
                 any(isinstance(a, Graph) for a in node.attrs.values()):
             self._step(node, ins, kernel, self.control_flow(node), outs)
             return
-        ctx = NodeCtx(prog, node, ins, outs, self.num_threads, getattr(self.resolve, "library", None))
         impl = None
-        static = all(vid is None or not prog.values[vid].dynamic for vid in ins + outs)
-        factory = self.fast.get(node.op) if static else None
-        if factory is not None:
+        factory = self.fast.get(node.op)
+        if factory is not None and all(vid is None or not values[vid].dynamic for vid in ins + outs):
+            ctx = NodeCtx(prog, node, ins, outs, self.num_threads, self.library)
             try:
                 impl = factory(ctx)
             except (KernelError, ValueError, IndexError):
@@ -320,9 +335,10 @@ class _Lowerer:
     def _step(self, node: Node, ins: list, kernel: int, impl: Impl, outs: list | None = None) -> None:
         if outs is None:
             outs = [self._new(o) for o in node.outputs]
+        made, producer = (node, tuple(ins)), self.prog.producer
         for o in outs:
-            self.prog.producer[o] = (node, tuple(ins))
-        inputs = tuple(impl.inputs) if impl.inputs is not None else tuple(ins)
+            producer[o] = made
+        inputs = tuple(impl.inputs) if impl.inputs is not None else made[1]
         self.prog.steps.append(PStep(kernel, node, inputs, tuple(outs), impl))
         if impl.absorbed:
             entry = self.prog.kernels[kernel]

@@ -450,7 +450,7 @@ def test_streaming_outputs_of_different_alignment_take_the_ordinary_loop(tmp_pat
     g = make_graph("two", [(F32, (37, 50))], lambda b, x: [b.op("Tanh", x), x * 2.0])
     lib = build_library([Case("two", g)], str(tmp_path), num_threads=2, parallel_threshold=1)
     x = np.random.default_rng(1).standard_normal((37, 50)).astype(np.float32)
-    raw = np.empty(2 * (37 * 50 + 32), np.float32)
+    raw = np.empty(2 * 37 * 50 + 128, np.float32)
     a0 = (-raw.ctypes.data // 4) % 16
     a = raw[a0 + 1:a0 + 1 + 37 * 50].reshape(37, 50)
     b = raw[a0 + 37 * 50 + 48 + 6:a0 + 37 * 50 + 48 + 6 + 37 * 50].reshape(37, 50)

@@ -385,3 +385,30 @@ def test_shape_arithmetic_folds_but_generators_wait_for_their_size(tmp_path):
     for shape in [(2, 3), (100, 100)]:
         x = np.zeros(shape, F)
         assert_close(model.run({"x": x})["y"], run_ort(proto, {"x": x})[0], rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_kept_node_facts_change_no_plan(converted, name):
+    """ShapePlans keeps what concretize finds of each node whatever the shapes (concretize._node_facts: static
+    outputs, fold candidates, the drivers to ask): a graph concretized with the facts of earlier shapes equals
+    one concretized from scratch, node by node, type by type, and drivers re-selected exactly as
+    kernels.registry.select does."""
+    from converter_lite.kernels.registry import DRIVERS_ATTR, select
+    from converter_lite.model.format import load_model
+    from converter_lite.runtime.concretize import concretize
+    graph = load_model(converted[name][1]).graph
+    dynamic = next(v.name for v in graph.inputs if not v.type.is_static)
+    facts: dict = {}
+
+    def summary(g):
+        return [(n.op, n.name, [None if o.type is None else (o.type.dtype, o.type.shape) for o in n.outputs],
+                 n.attrs.get(DRIVERS_ATTR)) for n in g.nodes]
+    for shape in CASES[name][1]:
+        kept = concretize(graph, {dynamic: shape}, facts=facts)
+        assert summary(kept) == summary(concretize(graph, {dynamic: shape}))
+        originals = {n.name: n for n in graph.nodes}
+        for n in kept.nodes:
+            among = originals[n.name].attrs.get(DRIVERS_ATTR)
+            if among and all(o.type.is_static for o in n.outputs):
+                assert n.attrs[DRIVERS_ATTR] == list(select(n, among))
+    assert len(facts) == len(graph.nodes)

@@ -60,6 +60,7 @@ from .abi import (
 )
 
 RECORD = np.dtype([(name, "<f8" if name in FLOAT_FIELDS else "<i8") for name in FIELDS])
+_NONE = (0,) * len(FIELDS)          # (the value of a field ``words`` leaves out)
 # multiply-adds (~10 us on one core) below which a product runs on the calling thread: on an idle core a split
 # pays from ~1e5 (measured), but a pool worker that the OS preempts or wakes late (busy machine, a VM) stalls the
 # caller for 0.1 ms or more, so only products that gain several microseconds take the risk
@@ -205,9 +206,12 @@ def gemm_records(a: np.ndarray, b, c: np.ndarray, nt: int, alpha: float = 1.0, b
             return None
     batch = math.prod(bshape)
     axis, ranges, parallel = tile_grid(batch, m, n, k, nt, align)
-    oa, oc = (_batch_offsets(x, bshape) for x in (a, c))
-    ob = np.zeros(batch, np.int64) if packed else _batch_offsets(b, bshape)
-    ob_bias = _batch_offsets(bias, bshape) if bias is not None else None
+    if batch == 1:                                     # one product (most GEMMs): every offset is 0
+        oa = oc = ob = ob_bias = 0
+    else:
+        oa, oc = (_batch_offsets(x, bshape) for x in (a, c))
+        ob = np.zeros(batch, np.int64) if packed else _batch_offsets(b, bshape)
+        ob_bias = _batch_offsets(bias, bshape) if bias is not None else None
     words = {"fn": entry.address, "kind": (KIND_DOUBLE if es == 8 else 0) | (KIND_INT64 if entry.int64 else 0),
              "order": order, "transA": la[0], "transB": lb[0], "K": k, "alpha": alpha, "beta": beta,
              "lda": la[1], "ldb": lb[1], "ldc": lc[1]}
@@ -237,8 +241,8 @@ def gemm_records(a: np.ndarray, b, c: np.ndarray, nt: int, alpha: float = 1.0, b
 def _records(count: int, words: dict) -> np.ndarray:
     """``count`` tile records from ``words`` (field -> one value for all, or an array of ``count``)."""
     if count == 1:                                     # (one tuple: a third of the per-field assignments' cost)
-        return np.array([tuple(v[0] if isinstance(v, np.ndarray) else v for v in
-                               (words.get(f, 0) for f in FIELDS))], RECORD)
+        return np.array([tuple([v[0] if isinstance(v, np.ndarray) else v for v in map(words.get, FIELDS, _NONE)])],
+                        RECORD)
     rec = np.zeros(count, RECORD)
     for name, v in words.items():
         rec[name] = v

@@ -11,6 +11,9 @@ planes of one row.
 """
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 
 from ...ops.nn_window import resolve_window
@@ -58,6 +61,23 @@ def _column_masks(ow: int, w: int, sw: int, dw: int, kw: int, pl: int) -> np.nda
     return t
 
 
+@functools.lru_cache(maxsize=64)
+def _tables(mode: int, spatial: tuple, geo: tuple, include: bool) -> dict[str, np.ndarray]:
+    """The driver's tables of one window geometry (read-only): the pools of a plan often share one (YOLO's
+    SPPF runs three alike: 40 us each to make at 320x320), and a plan for a shape seen before finds them made."""
+    (h, w), ((oh, sh, dh, kh, pt, pb), (ow, sw, dw, kw, pl, pr)) = spatial, geo
+    rowtaps = np.zeros((kh - 1) * dh + 1, np.int32)
+    rowtaps[::dh] = 1
+    tables = {"masks": _column_masks(ow, w, sw, dw, kw, pl), "rowtaps": _table(rowtaps, np.int32)}
+    if mode == MODE_AVG:
+        rc, rin = _axis_tables(oh, sh, dh, kh, pt, pb, h, include)
+        cc, _ = _axis_tables(ow, sw, dw, kw, pl, pr, w, include)
+        tables.update(rcount=_table(rc), ccount=_table(cc, pad_to=VL), rstart=_table(np.where(rin, -0.0, 0.0)))
+    for t in tables.values():
+        t.setflags(write=False)
+    return tables
+
+
 def window_pool(ctx):
     """The driver's step for a MaxPool (output Y alone) or AveragePool node, or None."""
     op = ctx.node.op
@@ -86,14 +106,8 @@ def window_pool(ctx):
     if planes == 0 or 0 in (h, w, oh, ow) or max(w, ow * sw, ow + VL, pl + (kw - 1) * dw) * 2 + 2 * VL >= LIMIT:
         return None
     mode = MODE_MAX if op == "MaxPool" else MODE_AVG
-    rowtaps = np.zeros((kh - 1) * dh + 1, np.int32)
-    rowtaps[::dh] = 1
-    tables = {"masks": _column_masks(ow, w, sw, dw, kw, pl), "rowtaps": _table(rowtaps, np.int32)}
-    if mode == MODE_AVG:
-        include = bool(attrs.get("count_include_pad", 0))
-        rc, rin = _axis_tables(oh, sh, dh, kh, pt, pb, h, include)
-        cc, _ = _axis_tables(ow, sw, dw, kw, pl, pr, w, include)
-        tables.update(rcount=_table(rc), ccount=_table(cc, pad_to=VL), rstart=_table(np.where(rin, -0.0, 0.0)))
+    include = mode == MODE_AVG and bool(attrs.get("count_include_pad", 0))
+    tables = _tables(mode, (h, w), ((oh, sh, dh, kh, pt, pb), (ow, sw, dw, kw, pl, pr)), include)
     words = {"planes": planes, "h": h, "w": w, "oh": oh, "ow": ow, "kh": kh, "kw": kw, "sh": sh, "sw": sw,
              "dh": dh, "dw": dw, "pt": pt, "pl": pl, "mode": mode,
              **{k: t.ctypes.data for k, t in tables.items()}}
@@ -115,7 +129,7 @@ def global_pool(ctx):
     if (not address or op not in ("GlobalAveragePool", "GlobalMaxPool") or x.dtype != np.float32
             or y.dtype != np.float32 or len(x.shape) < 3):
         return None
-    planes, size = int(x.shape[0]) * int(x.shape[1]), int(np.prod(x.shape[2:], dtype=np.int64))
+    planes, size = int(x.shape[0]) * int(x.shape[1]), math.prod(x.shape[2:])
     if tuple(y.shape) != tuple(x.shape[:2]) + (1,) * (len(x.shape) - 2) or size == 0 or size >= 1 << 40:
         return None
     mode = MODE_AVG if op == "GlobalAveragePool" else MODE_MAX

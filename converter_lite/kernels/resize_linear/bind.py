@@ -13,6 +13,8 @@ upsampling of 128 channels took 78 ms.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...ops.nn_resize import axis_taps, resize_geometry
@@ -77,7 +79,7 @@ def linear_resize(ctx):
 def planes_binder(address: int, fields: tuple, extra: int, shape: tuple, out: tuple, tables: dict):
     """The plan step's ``bind`` of a Resize driver over ``[planes, h, w] -> [planes, oh, ow]`` (this one and
     kernels/resize_nearest/): the record's ``fields`` from the shapes, the arrays' addresses and ``tables``'."""
-    planes = int(np.prod(shape[:-2], dtype=np.int64))
+    planes = math.prod(shape[:-2])
     (h, w), (oh, ow) = shape[-2:], out
 
     def bind(ins, outs, ws, nt=1):

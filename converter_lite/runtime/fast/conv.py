@@ -29,6 +29,7 @@ converter (passes/rewrite/pad_conv.py), not here.  Only float32/float64, 2-D, co
 """
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import numpy as np
@@ -69,7 +70,7 @@ class Padder:
 
 def _geometry(ctx: NodeCtx, x_shape):
     try:
-        return resolve_window("Conv", dict(ctx.attrs), tuple(x_shape[2:]), tuple(ctx.const(1).shape[2:]))
+        return resolve_window("Conv", ctx.attrs, tuple(x_shape[2:]), tuple(ctx.const(1).shape[2:]))
     except KernelError:
         return None
 
@@ -130,7 +131,7 @@ class _Geo:
 
 
 def _carve(ws, at, shape, dtype):
-    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    n = math.prod(shape) * dtype.itemsize
     return ws[at:at + n].view(dtype).reshape(shape), at + (n + 63) // 64 * 64
 
 
@@ -179,7 +180,7 @@ class _Dense:
         if g.pointwise:
             return self._pointwise(x, y, bias, nt)
         xp, at = _carve(ws, 0, g.xp_shape(g.c), g.dtype)
-        cols, at = _carve(ws, at, (int(np.prod(self.cols_shape)),), g.dtype)
+        cols, at = _carve(ws, at, (math.prod(self.cols_shape),), g.dtype)
         yw = _carve(ws, at, (self.mg * self.cols_shape[1],), g.dtype)[0] if g.wide else None
         padder = Padder(xp, g.pads, g.h, g.w, 0)
         steps = []
@@ -195,7 +196,7 @@ class _Dense:
     def _block(self, xg, yg, gi, r0, r1, cols, yw, bias, nt):
         g = self.g
         view = _cols_view(g, xg, r0, r1)
-        k, length = self.k, int(np.prod(view.shape[3:]))
+        k, length = self.k, math.prod(view.shape[3:])
         cols_b = cols[:self.kk * length].reshape(self.kk, length)
         dst = cols_b[:k].reshape(view.shape)
         copies = [partial(np.copyto, dst[c0:c1], view[c0:c1]) for c0, c1 in split_rows(self.cg, nt, 1)]
@@ -320,7 +321,7 @@ class _Depthwise:
 
 
 def _nbytes(shape, dtype) -> int:
-    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return math.prod(shape) * np.dtype(dtype).itemsize
 
 
 CONV_FAST = {"Conv": _conv}

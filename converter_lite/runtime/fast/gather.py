@@ -11,6 +11,7 @@ for any mode/attribute combination the reference supports.  Not used when the op
 """
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import numpy as np
@@ -24,13 +25,13 @@ MAX_ELEMENTS = 1 << 22            # output elements (an int64 table of 32 MB)
 def _index_map(check=None):
     def factory(ctx: NodeCtx):
         x, y = ctx.value(0), ctx.out()
-        if (len(ctx.outs) != 1 or x.dtype != y.dtype or not x.nbytes or int(np.prod(y.shape)) > MAX_ELEMENTS
-                or int(np.prod(x.shape)) >= 1 << 53 or (check is not None and not check(ctx))):
+        if (len(ctx.outs) != 1 or x.dtype != y.dtype or not x.nbytes or math.prod(y.shape) > MAX_ELEMENTS
+                or math.prod(x.shape) >= 1 << 53 or (check is not None and not check(ctx))):
             return None
         rest = [ctx.const(i) for i in range(1, len(ctx.ins))]
         if any(ctx.value(i) is not None and c is None for i, c in zip(range(1, len(ctx.ins)), rest)):
             return None
-        iota = np.arange(int(np.prod(x.shape)), dtype=np.float64).reshape(x.shape)
+        iota = np.arange(math.prod(x.shape), dtype=np.float64).reshape(x.shape)
         try:
             with np.errstate(all="ignore"):
                 src = np.asarray(evaluate_node(ctx.node, [iota, *rest])[0])

@@ -4,6 +4,8 @@ bit-identical; temporaries live in the plan's scratch area.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...ops.registry import normalize_axis
@@ -13,7 +15,7 @@ FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _carve(ws: np.ndarray, at: int, shape, dtype) -> tuple[np.ndarray, int]:
-    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    n = math.prod(shape) * dtype.itemsize
     return ws[at:at + n].view(dtype).reshape(shape), at + (n + 63) // 64 * 64
 
 
@@ -37,7 +39,7 @@ def _softmax(ctx: NodeCtx):
             np.sum(o, axis=axis, keepdims=True, out=m)
             np.divide(o, m, out=o)
         return run
-    return Impl(bind=bind, inplace=(0,), workspace=int(np.prod(red)) * x.dtype.itemsize + 64)
+    return Impl(bind=bind, inplace=(0,), workspace=math.prod(red) * x.dtype.itemsize + 64)
 
 
 def _layer_norm(ctx: NodeCtx):
@@ -72,7 +74,7 @@ def _layer_norm(ctx: NodeCtx):
             if bias is not None:
                 np.add(o, bias, out=o)
         return run
-    n_red = int(np.prod(red)) * x.dtype.itemsize
+    n_red = math.prod(red) * x.dtype.itemsize
     return Impl(bind=bind, inplace=(0,), workspace=2 * (n_red + 64) + x.nbytes + 64)
 
 

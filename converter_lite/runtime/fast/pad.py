@@ -12,6 +12,8 @@ All-zero pads are a view (no step); other Pad modes are precomputed gathers (gat
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...ops.registry import KernelError
@@ -33,7 +35,7 @@ def _plane_gaps(o: np.ndarray, amounts, x_shape, value):
     (pt, pb), (pl, pr) = amounts[-2:]
     h, w = x_shape[-2:]
     hp, wp = o.shape[-2:]
-    planes = int(np.prod(o.shape[:-2], dtype=np.int64))
+    planes = math.prod(o.shape[:-2])
     isz, flat = o.dtype.itemsize, o.reshape(-1)
     plane = hp * wp
     head, tail = pt * wp + pl, pr + pb * wp

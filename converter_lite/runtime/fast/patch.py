@@ -24,6 +24,7 @@ import numpy as np
 
 from ...kernels.depth_to_space.abi import SYMBOL as DEPTH_TO_SPACE
 from ...kernels.depth_to_space.bind import rearrange_step, record
+from ...kernels.gemm.abi import GEMM_TILES_SYMBOL
 from ...kernels.gemm.bind import PackedB, gemm_driver, gemm_step
 from ...kernels.node_facts import PATCH_MIN_ROW_BYTES, PATCH_MIN_TAPS
 from ...ops.registry import KernelError
@@ -64,7 +65,8 @@ def patch_geometry(ctx: NodeCtx) -> tuple[int, int] | None:
 def patch_conv(fallback):
     """A Conv factory: the patch GEMM when it applies, else ``fallback(ctx)``."""
     def factory(ctx: NodeCtx):
-        geo = patch_geometry(ctx)
+        # (the converter records the GEMM drivers only for patch convolutions: the others skip the geometry)
+        geo = patch_geometry(ctx) if ctx.native(GEMM_TILES_SYMBOL) else None
         addr = gemm_driver(ctx) if geo is not None else None
         if not addr:
             return fallback(ctx)

@@ -16,6 +16,7 @@ passes below.  The results equal the reference kernels':
 """
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import numpy as np
@@ -133,7 +134,7 @@ def _global_avg(ctx: NodeCtx):
     if x.dtype not in FLOATS or len(x.shape) < 3 or ctx.out().dtype != x.dtype:
         return None
     axes = tuple(range(2, len(x.shape)))
-    rows, size = int(np.prod(x.shape[:2])), int(np.prod(x.shape[2:]))
+    rows, size = math.prod(x.shape[:2]), math.prod(x.shape[2:])
 
     def bind(ins, outs, ws, nt=1):
         src, out = ins[0], outs[0]

@@ -8,6 +8,7 @@ one loop.  Bytes are copied unchanged, so the result equals ``np.copyto(dst, src
 """
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import numpy as np
@@ -34,7 +35,7 @@ class _Memory:
 
 def as_runs(a: np.ndarray, k: int) -> np.ndarray:
     """``a`` over its first ``k`` axes, each item one void run of its (C-contiguous) axes ``k..``."""
-    run = a.dtype.itemsize * int(np.prod(a.shape[k:], dtype=np.int64))
+    run = a.dtype.itemsize * math.prod(a.shape[k:])
     iface = {"version": 3, "shape": a.shape[:k], "strides": a.strides[:k], "typestr": f"|V{run}",
              "data": (a.__array_interface__["data"][0], not a.flags.writeable)}
     return np.asarray(_Memory(a, iface))
@@ -46,7 +47,7 @@ def run_copy(dst: np.ndarray, src: np.ndarray):
     if dst.dtype != src.dtype or dst.shape != src.shape or dst.dtype.hasobject:
         return partial(np.copyto, dst, src)
     k = max(_contiguous_tail(dst), _contiguous_tail(src))
-    run = dst.dtype.itemsize * int(np.prod(dst.shape[k:], dtype=np.int64))
+    run = dst.dtype.itemsize * math.prod(dst.shape[k:])
     if k == dst.ndim or run < MIN_RUN_BYTES or 0 in dst.shape:
         return partial(np.copyto, dst, src)
     return partial(np.copyto, as_runs(dst, k), as_runs(src, k))

@@ -21,6 +21,7 @@ tests in tests/runtime compare every entry with its reference kernel.
 from __future__ import annotations
 
 import itertools
+import math
 from functools import partial
 
 import numpy as np
@@ -121,7 +122,7 @@ def _slice(ctx: NodeCtx):
         return None
     if tuple(shape) != ctx.out().shape:
         return None
-    if int(np.prod(shape)):
+    if math.prod(shape):
         off = _contiguous_offset(x.shape, slices, shape, x.dtype.itemsize)
         if off is not None:
             return ViewOf(((0, off),))
@@ -142,7 +143,7 @@ def _split(ctx: NodeCtx):
     bounds = np.cumsum([0] + sizes)
     parts = [(slice(None),) * axis + (slice(int(a), int(b)),) for a, b in itertools.pairwise(bounds)]
     shapes = [x.shape[:axis] + (s,) + x.shape[axis + 1:] for s in sizes]
-    offs = [_contiguous_offset(x.shape, p, s, x.dtype.itemsize) if int(np.prod(s)) else None
+    offs = [_contiguous_offset(x.shape, p, s, x.dtype.itemsize) if math.prod(s) else None
             for p, s in zip(parts, shapes)]
     if all(o is not None for o in offs):
         return ViewOf(tuple((0, o) for o in offs))
@@ -321,7 +322,7 @@ def _sigmoid(ctx: NodeCtx):
     if not _same_dtype(ctx, (0,)):
         return None
     y = ctx.out()
-    n = int(np.prod(y.shape))
+    n = math.prod(y.shape)
 
     def bind(ins, outs, ws, nt=1):
         x, o = ins[0], outs[0]
