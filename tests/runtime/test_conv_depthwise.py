@@ -65,6 +65,8 @@ CASES = [
     dict(n=1, c=2, h=3, w=70, k=(1, 7), strides=(2, 1), pads=(0, 3, 0, 3)),
     dict(n=1, c=6, h=14, w=14, k=(9, 9), strides=(2, 2), pads=(4, 4, 4, 4)),     # MixNet's 9x9 and 11x11
     dict(n=1, c=5, h=13, w=30, k=(11, 11), strides=(2, 2), pads=(5, 5, 5, 5)),
+    dict(n=1, c=6, h=40, w=50, k=(5, 5), strides=(2, 2), pads=(2, 2, 2, 2)),    # too large for the channel form
+    dict(n=1, c=3, h=37, w=36, k=(7, 7), strides=(2, 2), pads=(3, 2, 3, 1)),
 ]
 
 
@@ -192,10 +194,12 @@ def test_zero_pad_before_a_valid_conv_is_absorbed(tmp_path, rng, group, k, pads)
 
 def test_flat_row_taps_loaded_and_shifted(tmp_path, rng):
     """Both ways of reading a tap row's other taps in the flat form (emit.ROW_TAPS: 3x3 by unaligned loads, 5x5
-    and 7x7 by lane shifts of the row's two loads) in one model, against onnxruntime, on 1 and 2 threads."""
+    and 7x7 by lane shifts of the row's two loads) in one model, against onnxruntime, on 1 and 2 threads (planes
+    too large for the channel form)."""
     from converter_lite.kernels.conv_depthwise import emit as dw_emit
     assert {dw_emit.ROW_TAPS.get(k, "shift") for k in (3, 5, 7)} == {"load", "shift"}
-    c, h, w = 6, 12, 19
+    c, h, w = 6, 30, 41
+    assert not any(_channel_form(dict(h=h, w=w, k=(k, k), pads=(k // 2,) * 4)) for k in (3, 5, 7))
     inits = {f"w{k}": rng.standard_normal((c, 1, k, k)).astype(np.float32) for k in (3, 5, 7)}
     nodes = [oh.make_node("Conv", [src, f"w{k}"], [dst], group=c, kernel_shape=[k, k], pads=[k // 2] * 4)
              for k, src, dst in ((3, "x", "a"), (5, "a", "b"), (7, "b", "y"))]
@@ -207,3 +211,88 @@ def test_flat_row_taps_loaded_and_shifted(tmp_path, rng):
         m = _converted(tmp_path, model, nt)
         assert len(_flat_convs(m)) == 3 and all(conv.coords is not None for conv in _flat_convs(m))
         np.testing.assert_allclose(m.run(feeds)["y"], want, rtol=1e-4, atol=1e-4)
+
+
+def _channel_form(case) -> bool:
+    """Whether the driver runs ``case`` in the channel form (emit.py's ``_chan_form``, which decides natively)."""
+    from converter_lite.kernels.conv_depthwise import emit as dw_emit
+    (kh, kw), (sh, sw), (dh, dw) = case["k"], case.get("strides", (1, 1)), case.get("dil", (1, 1))
+    pads = case.get("pads", (0, 0, 0, 0))
+    oh_ = (case["h"] + pads[0] + pads[2] - dh * (kh - 1) - 1) // sh + 1
+    ow_ = (case["w"] + pads[1] + pads[3] - dw * (kw - 1) - 1) // sw + 1
+    hp = max(pads[0] + case["h"], (oh_ - 1) * sh + (kh - 1) * dh + 1)
+    wp = max(pads[1] + case["w"], (ow_ - 1) * sw + (kw - 1) * dw + 1)
+    return (kh == kw >= dw_emit.CHAN_MIN_K[sh * sw != 1] and hp * wp <= dw_emit.CHAN_IN
+            and oh_ * ow_ <= dw_emit.CHAN_OUT)
+
+
+# the channel form (16 channels per vector): PP-LCNet's 5x5 planes at strides 1 and 2, channel counts that are
+# not a multiple of 16 (one block partly filled, one channel alone), several images, 3x3 and 7x7 at stride 2,
+# odd and non-square planes, asymmetric pads, no pads, dilation, kernels wider than the plane, MixNet's 9x9 and
+# 11x11, the largest planes it takes (28 x 28 5x5; 29 x 29 3x3 at stride 2), a row stride 2 with a column stride 1
+CHAN_CASES = [
+    dict(n=1, c=256, h=14, w=14, k=(5, 5), pads=(2, 2, 2, 2)),
+    dict(n=1, c=512, h=7, w=7, k=(5, 5), pads=(2, 2, 2, 2)),
+    dict(n=1, c=256, h=14, w=14, k=(5, 5), strides=(2, 2), pads=(2, 2, 2, 2)),
+    dict(n=2, c=37, h=9, w=11, k=(5, 5), pads=(2, 2, 2, 2), bias=False),
+    dict(n=1, c=1, h=7, w=7, k=(5, 5), pads=(2, 2, 2, 2)),
+    dict(n=3, c=20, h=13, w=6, k=(5, 5), strides=(2, 2), pads=(1, 2, 3, 0)),
+    dict(n=1, c=40, h=14, w=14, k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),
+    dict(n=1, c=18, h=15, w=9, k=(3, 3), strides=(2, 2)),
+    dict(n=1, c=33, h=7, w=7, k=(7, 7), pads=(3, 3, 3, 3)),
+    dict(n=1, c=17, h=10, w=10, k=(7, 7), strides=(2, 2), pads=(3, 3, 3, 3)),
+    dict(n=1, c=18, h=8, w=8, k=(5, 5), pads=(4, 4, 4, 4), dil=(2, 2)),
+    dict(n=2, c=5, h=6, w=6, k=(5, 5)),
+    dict(n=1, c=3, h=4, w=4, k=(7, 7), pads=(3, 3, 3, 3)),
+    dict(n=1, c=21, h=14, w=14, k=(9, 9), pads=(4, 4, 4, 4)),
+    dict(n=1, c=19, h=13, w=13, k=(11, 11), strides=(2, 2), pads=(5, 5, 5, 5)),
+    dict(n=1, c=24, h=28, w=28, k=(5, 5), pads=(2, 2, 2, 2)),
+    dict(n=1, c=24, h=29, w=29, k=(3, 3), strides=(2, 2), pads=(0, 0, 0, 0)),
+    dict(n=1, c=24, h=14, w=14, k=(5, 5), strides=(2, 1), pads=(2, 2, 2, 2)),
+]
+
+
+@pytest.mark.parametrize("case", CHAN_CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+@pytest.mark.parametrize("nt", [1, 2])
+def test_channel_form_matches_onnxruntime(tmp_path, rng, case, nt):
+    assert _channel_form(case)
+    model, feeds = _model(rng, **case)
+    m = _converted(tmp_path, model, nt)
+    assert _kinds(m) == {"DepthwiseConv"}
+    np.testing.assert_allclose(m.run(feeds)["y0"], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("epilogue", [None, "clip", "residual", "add"])
+@pytest.mark.parametrize("strides", [(1, 1), (2, 2)])
+@pytest.mark.parametrize("nt", [1, 2])
+def test_channel_form_epilogue_and_infinities(tmp_path, rng, epilogue, strides, nt):
+    """The epilogue on the transposed-back outputs (NaN through the clamp), and infinities / NaN that stay in
+    their own channel (lanes) and image: 2 images of 21 channels (two blocks, the second partly filled)."""
+    case = dict(n=2, c=21, h=9, w=11, k=(5, 5), strides=strides, pads=(2, 2, 2, 2))
+    assert _channel_form(case)
+    model, feeds = _model(rng, **case, epilogue=epilogue)
+    x = feeds["x"]
+    x[0, 1, 0, :] = np.inf
+    x[0, 15, -1, :] = -np.inf
+    x[0, 16, :, 0] = np.nan
+    x[1, 20, 4, 4] = np.inf
+    m = _converted(tmp_path, model, nt)
+    if epilogue is not None:
+        assert [s.node.op for s in m.plan.program.steps] == ["Conv"]    # the epilogue was absorbed
+    name = "y0" if epilogue is None else "y"
+    got, want = m.run(feeds)[name], run_ort(model, feeds)[0]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_channel_form_bounds():
+    """Which geometries take the channel form: 3x3 at stride 1 keeps the flat form; planes past CHAN_IN padded
+    pixels or CHAN_OUT outputs keep the row / flat forms (their cases above check the results)."""
+    assert not _channel_form(dict(h=14, w=14, k=(3, 3), pads=(1, 1, 1, 1)))
+    assert _channel_form(dict(h=14, w=14, k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)))
+    assert not _channel_form(dict(h=56, w=56, k=(5, 5), pads=(2, 2, 2, 2)))
+    assert not _channel_form(dict(h=56, w=56, k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)))
+    assert not _channel_form(dict(h=9, w=9, k=(5, 3), pads=(2, 1, 2, 1)))
+    assert not any(_channel_form(c) for c in CASES[-2:])
+    assert sum(_channel_form(c) for c in FLAT_CASES + CASES) < len(FLAT_CASES + CASES) // 2

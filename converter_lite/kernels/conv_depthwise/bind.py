@@ -1,7 +1,8 @@
 """Depthwise float32 2-D Conv through the native depthwise driver (emit.py): rows of 16
 output columns, masked loads for the padding, no padded copy; stride-1 "same" Convs with square kernels run as
 flat planes, with the lanes' coordinates (for the tap masks) and the vectors that may use plain loads computed
-here once, at load (``flat_tables``).
+here once, at load (``flat_tables``).  Small planes with 5x5 and wider kernels (3x3 when strided) run 16
+channels per vector instead; the driver picks that form from the geometry itself (emit.py), with the same record.
 
 ``native_depthwise(ctx, geo, w, bias)`` -> a ``DepthwiseConv`` (``workspace``, ``bind``, ``epilogue``) or None
 when it does not apply (not float32, not ``group == C == M``, column stride other than 1 or 2, a kernel wider

@@ -1,5 +1,5 @@
 """The depthwise convolution driver: float32 NCHW depthwise 2-D Conv (``group == C == M``) vectorised along
-output rows, or over flattened planes (a support function).
+output rows, over flattened planes, or (small planes) over channels (a support function).
 
     void cl_dwconv_v3_f32(i8* desc, i64 nthreads)
 
@@ -37,6 +37,17 @@ dilations other than 1) use one masked load per tap.  One function per kernel si
 on mobilenet_v2_half's shapes (one thread, the Conv alone): 96 x 40 x 40 3x3 in 32 us against 65 for the
 fused tap kernel, 96 x 20 x 20 in 8 against 21, 192 x 10 x 10 in 6 against 7, 480 x 5 x 5 in 7.5 against 10.
 
+**Channels** (chosen here, from the geometry, before the other two: ``_chan_form``): a square kernel of at least
+5 (at stride 1; 3 when strided) on a plane of at most ``CHAN_IN`` pixels with its padding runs 16 channels per
+vector: a block's planes are transposed once into a zero-padded ``[hp][wp][16]`` scratch, each output pixel is
+``k*k`` FMAs of plain loads and per-channel weight vectors (``CHAN_PIXELS`` pixels at a time), and the outputs
+are transposed back with the epilogue (``chan_function``).  No masks, no lane shifts, any stride: the flat form
+spent ~20 two-source permutes per vector on a 5x5 kernel's shifts, competing with its FMAs, and stride 2 took
+the row form's 32-column loads.  One thread, the Conv alone, builds alternated in one process: 256 x 14 x 14 5x5
+64-82 -> 44-46 us, 512 x 7 x 7 5x5 52-65 -> 27, 256 x 14 x 14 5x5 stride 2 (-> 7 x 7) 74-76 -> 17,
+128 x 28 x 28 5x5 113-146 -> 89, 128 x 14 x 14 3x3 stride 2 14 -> 6.3, 128 x 28 x 28 3x3 stride 2 26 -> 21
+(onnxruntime, the whole session: 69, 37, 27, 118, 14, 36).  Chunks are then blocks of 16 channels of an image.
+
 Record (i64 fields, ``FIELDS``): ``n c h w oh ow kh kw sh sw dh dw pt pl`` geometry, ``x y wt bias`` addresses
 (``wt``: ``[C][kh*kw]`` floats; ``bias``: ``[C]`` floats, zeros when the Conv has none), ``residual`` (0 or an
 array shaped like ``y``), ``clamp lo hi`` (lo/hi as float64 bit patterns), ``coords nvec jlo jhi`` (the
@@ -64,7 +75,9 @@ from ...codegen.vector import (
     gate_lanes,
     smin,
     splat,
+    splat_bool,
     splat_i32,
+    transpose,
     vector_intrinsics,
 )
 from .abi import FIELDS, MAX_KW, MAX_WIDTH, ZERO_MARGIN
@@ -83,6 +96,18 @@ CHUNKS_PER_THREAD = 1
 # with two of the four taps loaded, 81 -> 108 with all four; 512 x 7 x 7: 64 -> 76 with all four)
 ROW_TAPS = {3: "load"}
 
+# channel form (``chan_function``): square kernels at least CHAN_MIN_K[strided] wide (3x3 at stride 1 keeps the
+# flat form: 160 x 10 x 10 8.9 -> 11.2 us in the channel form, 480 x 5 x 5 11.9 -> 12.5), padded input planes of
+# at most CHAN_IN pixels and output planes of at most CHAN_OUT (scratch on chan_function's stack: 74 + 66 KB; 28 x 28
+# with a 5x5 kernel's padding is 1024; 32 x 56 x 56 5x5 gained 107 -> 94 us with 430 KB, left out for the stack)
+CHAN_MIN_K = {False: 5, True: 3}
+CHAN_IN = 1156
+CHAN_OUT = 1024
+# output pixels computed together (independent FMA chains), taken from the plane flattened (a table of their
+# windows) so that only a plane's last group repeats pixels: 7 (no repeats on 7 x 7 and 14 x 14 planes) against 4
+# per row: 256 x 14 x 14 5x5 50 -> 45.6 us, 512 x 7 x 7 29.8 -> 27.7, 96 x 16 x 16 22.3 -> 21.7 (7 per row: 26.9)
+CHAN_PIXELS = 7
+
 IVEC = ir.VectorType(I32, VL)
 # plane(x, y, res, wt, bias, h, w, oh, ow, kh, sh, dh, dw, pt, pl, has_res, clamp, gate, lo, hi)
 PLANE_TYPE = ir.FunctionType(VOID, [FP, FP, FP, FP, F32, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I1, I1,
@@ -90,6 +115,10 @@ PLANE_TYPE = ir.FunctionType(VOID, [FP, FP, FP, FP, F32, I64, I64, I64, I64, I64
 # flat(x, y, res, wt, bias, coords, nvec, jlo, jhi, before, after, h, w, oh, dh, dw, pt, pl, has_res, clamp, gate,
 #      lo, hi)
 FLAT_TYPE = ir.FunctionType(VOID, [FP, FP, FP, FP, F32, I32.as_pointer()] + [I64] * 12 + [I1, I1, I1, F32, F32])
+
+# chan(x, y, res, wt, bias, u0, u1, c, h, w, oh, ow, sh, sw, dh, dw, pt, pl, wp, padded, has_res, clamp, gate, lo,
+#      hi)
+CHAN_TYPE = ir.FunctionType(VOID, [FP] * 5 + [I64] * 15 + [I1, I1, I1, F32, F32])
 
 
 def c64(v: int) -> ir.Constant:
@@ -276,6 +305,95 @@ def flat_function(module: ir.Module, k: int) -> ir.Function:
     return fn
 
 
+def chan_function(module: ir.Module, k: int) -> ir.Function:
+    """``cl_dwconv.chan_k<k>`` (CHAN_TYPE): blocks ``[u0, u1)`` of 16 channels (block u: image ``u // ceil(c /
+    16)``) of a k x k Conv, any stride, 16 channels per vector.  A block's planes are transposed (registers,
+    ``transpose``) into ``scr``, a zero-padded ``[hp][wp][16]`` plane of channel vectors (``padded`` = hp * wp
+    pixels) on this function's stack, whose padding is zeroed once per call; then each output pixel is ``k*k``
+    FMAs of a plain load and a per-channel weight vector (no masks, no lane shifts, strides are address
+    arithmetic), ``CHAN_PIXELS`` pixels of the flattened plane at a time (``tab``: each pixel's window in
+    ``scr``; the last group repeats the plane's last pixel), into ``oscr`` (``[oh*ow][16]``), transposed back 16
+    flattened output pixels at a time, with the epilogue.  Input rows are transposed 16 columns at a time: the
+    columns past ``w`` are zeros (masked loads) stored over the row's right padding, the next row (written
+    after) and the 16 spare vectors past the plane, so the padding stays zero from block to block."""
+    fn = internal_function(module, f"cl_dwconv.chan_k{k}", CHAN_TYPE, noalias=(0, 1, 2, 3, 4))
+    if not fn.is_declaration:
+        return fn
+    fma, mload, mstore = vector_intrinsics(module)
+    xt, yt, rt, wt, bias, u0, u1, c, h, w, oh, ow, sh, sw, dh, dw, pt, pl, wp, padded, has_res, clamp, gate, lo, \
+        hi = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    scr = b.bitcast(b.alloca(ir.ArrayType(VEC, CHAN_IN + VL)), FP)
+    oscr = b.bitcast(b.alloca(ir.ArrayType(VEC, CHAN_OUT + VL)), FP)
+    tab = b.bitcast(b.alloca(ir.ArrayType(I32, CHAN_OUT)), I32.as_pointer())  # output pixel -> its window in scr
+    zero = ir.Constant(VEC, None)
+    iota = ir.Constant(IVEC, list(range(VL)))
+    lov, hiv = splat(b, lo), splat(b, hi)
+    hw, ohw = b.mul(h, w), b.mul(oh, ow)
+    with for_range(b, 0, b.add(padded, c64(VL)), "z") as z:
+        b.store(zero, b.bitcast(b.gep(scr, [b.mul(z, c64(VL))]), VECP), align=64)
+    taps = k * k
+    offs = [b.mul(b.add(b.mul(b.mul(c64(ky), dh), wp), b.mul(c64(kx), dw)), c64(VL))     # tap offsets in scr
+            for ky in range(k) for kx in range(k)]
+    with for_range(b, 0, oh, "oy") as oy, for_range(b, 0, ow, "ox") as ox:
+        at = b.mul(b.add(b.mul(b.mul(oy, sh), wp), b.mul(ox, sw)), c64(VL))
+        b.store(b.trunc(at, I32), b.gep(tab, [b.add(b.mul(oy, ow), ox)]))
+    last = b.sub(ohw, c64(1))
+    wvp, ohwv = splat_i32(b, w), splat_i32(b, ohw)
+    nb = cdiv(b, c, c64(VL))
+    with for_range(b, u0, u1, "u") as u:
+        img, c0 = b.sdiv(u, nb), b.mul(b.srem(u, nb), c64(VL))
+        x = b.gep(xt, [b.mul(img, b.mul(c, hw))])
+        y = b.gep(yt, [b.mul(img, b.mul(c, ohw))])
+        res = b.gep(rt, [b.mul(img, b.mul(c, ohw))])
+        live = b.sub(c, c0)                                 # channels of this block (<= 16)
+        ch_ok = [b.icmp_signed("<", c64(i), live) for i in range(VL)]
+        wv = []
+        for t0 in range(0, taps, VL):                       # weights [c][taps] -> one vector per tap
+            tmask = b.icmp_signed("<", iota, ir.Constant(IVEC, [taps - t0] * VL))
+            rows = [b.call(mload, [b.bitcast(b.gep(wt, [b.add(b.mul(b.add(c0, c64(i)), c64(taps)), c64(t0))]),
+                                             VECP), ir.Constant(I32, 4), b.and_(tmask, splat_bool(b, ch_ok[i])), zero])
+                    for i in range(VL)]
+            wv += transpose(b, rows)
+        wv = wv[:taps]
+        binit = b.call(mload, [b.bitcast(b.gep(bias, [c0]), VECP), ir.Constant(I32, 4),
+                               b.icmp_signed("<", iota, splat_i32(b, live)), zero])
+        with for_range(b, 0, h, "iy") as iy:
+            dst = b.add(b.mul(b.add(iy, pt), wp), pl)
+            with for_range(b, 0, cdiv(b, w, c64(VL)), "ixb") as ixb:
+                ix0 = b.mul(ixb, c64(VL))
+                cmask = b.icmp_signed("<", b.add(splat_i32(b, ix0), iota), wvp)
+                src = b.gep(x, [b.add(b.mul(iy, w), ix0)])
+                rows = [b.call(mload, [b.bitcast(b.gep(src, [b.mul(b.add(c0, c64(i)), hw)]), VECP),
+                                       ir.Constant(I32, 4), b.and_(cmask, splat_bool(b, ch_ok[i])), zero])
+                        for i in range(VL)]
+                for j, v in enumerate(transpose(b, rows)):
+                    pix = b.add(b.add(dst, ix0), c64(j))
+                    b.store(v, b.bitcast(b.gep(scr, [b.mul(pix, c64(VL))]), VECP), align=64)
+        with for_range(b, 0, cdiv(b, ohw, c64(CHAN_PIXELS)), "g") as g:
+            qs = [smin(b, b.add(b.mul(g, c64(CHAN_PIXELS)), c64(r)), last) for r in range(CHAN_PIXELS)]
+            bases = [b.gep(scr, [b.sext(b.load(b.gep(tab, [q])), I64)]) for q in qs]
+            acc = [binit] * CHAN_PIXELS
+            for t in range(taps):
+                for r in range(CHAN_PIXELS):
+                    v = b.load(b.bitcast(b.gep(bases[r], [offs[t]]), VECP), align=64)
+                    acc[r] = b.call(fma, [v, wv[t], acc[r]])
+            for r in range(CHAN_PIXELS):
+                b.store(acc[r], b.bitcast(b.gep(oscr, [b.mul(qs[r], c64(VL))]), VECP), align=64)
+        with for_range(b, 0, cdiv(b, ohw, c64(VL)), "qb") as qb:
+            q0 = b.mul(qb, c64(VL))
+            qmask = b.icmp_signed("<", b.add(splat_i32(b, q0), iota), ohwv)
+            rows = [b.load(b.bitcast(b.gep(oscr, [b.mul(b.add(q0, c64(j)), c64(VL))]), VECP), align=64)
+                    for j in range(VL)]
+            for i, v in enumerate(transpose(b, rows)):
+                off = b.add(b.mul(b.add(c0, c64(i)), ohw), q0)
+                mask = b.and_(qmask, splat_bool(b, ch_ok[i]))
+                v = _finish(b, mload, v, b.gep(res, [off]), mask, lov, hiv, has_res, clamp, gate)
+                b.call(mstore, [v, b.bitcast(b.gep(y, [off]), VECP), ir.Constant(I32, 4), mask])
+    b.ret_void()
+    return fn
+
+
 def _zeros(module: ir.Module) -> ir.GlobalVariable:
     """``ZERO_MARGIN + MAX_WIDTH + ZERO_MARGIN`` zero floats (bss): the row read in place of rows outside the
     image; a tap reads columns ``[-ZERO_MARGIN, w + ZERO_MARGIN)`` of it."""
@@ -302,8 +420,34 @@ def _flat_table(module: ir.Module) -> ir.GlobalVariable:
     return constant_table(module, "cl_dwconv.flat_table", FLAT_TYPE.as_pointer(), entries)
 
 
-def _emit_planes(module: ir.Module, table: ir.GlobalVariable, flat_table: ir.GlobalVariable) -> ir.Function:
-    """Chunk body: planes [chunk * per, ...) of the n * c planes."""
+def _chan_table(module: ir.Module) -> ir.GlobalVariable:
+    """Channel-form functions indexed ``[k - CHAN_MIN_K[True]]``."""
+    entries = [chan_function(module, k) for k in range(CHAN_MIN_K[True], MAX_KW + 1)]
+    return constant_table(module, "cl_dwconv.chan_table", CHAN_TYPE.as_pointer(), entries)
+
+
+def _chan_form(b: ir.IRBuilder, get) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """(whether the channel form applies (``CHAN_MIN_K``, ``CHAN_IN``, ``CHAN_OUT``), the padded plane's row
+    length ``wp`` and its pixels ``hp * wp``)."""
+    h, w, oh, ow, kh, kw = (get(k) for k in ("h", "w", "oh", "ow", "kh", "kw"))
+    sh, sw, dh, dw, pt, pl = (get(k) for k in ("sh", "sw", "dh", "dw", "pt", "pl"))
+
+    def reach(o, s, d, k, pad, n):                      # max(pad + n, (o - 1) * s + (k - 1) * d + 1)
+        a, e = b.add(pad, n), b.add(b.add(b.mul(b.sub(o, c64(1)), s), b.mul(b.sub(k, c64(1)), d)), c64(1))
+        return b.select(b.icmp_signed(">", a, e), a, e)
+    wp = reach(ow, sw, dw, kw, pl, w)
+    padded = b.mul(reach(oh, sh, dh, kh, pt, h), wp)
+    strided = b.icmp_signed("!=", b.mul(sh, sw), c64(1))
+    min_k = b.select(strided, c64(CHAN_MIN_K[True]), c64(CHAN_MIN_K[False]))
+    ok = b.and_(b.icmp_signed("==", kh, kw), b.icmp_signed(">=", kw, min_k))
+    ok = b.and_(ok, b.icmp_signed("<=", padded, c64(CHAN_IN)))
+    return b.and_(ok, b.icmp_signed("<=", b.mul(oh, ow), c64(CHAN_OUT))), wp, padded
+
+
+def _emit_planes(module: ir.Module, table: ir.GlobalVariable, flat_table: ir.GlobalVariable,
+                 chan_table: ir.GlobalVariable) -> ir.Function:
+    """Chunk body: planes [chunk * per, ...) of the n * c planes, or (the channel form) blocks of 16 channels
+    [chunk * per, ...) of the n * ceil(c / 16)."""
     fn = ir.Function(module, BODY_TYPE, f"{DEPTHWISE_SYMBOL}.planes")
     fn.linkage = "internal"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -315,6 +459,7 @@ def _emit_planes(module: ir.Module, table: ir.GlobalVariable, flat_table: ir.Glo
     def ptr(name):
         return b.inttoptr(get(name), FP)
     per = b.load(b.gep(d, [c64(len(FIELDS))]))
+    chan, wp, padded = _chan_form(b, get)
     c, h, w, oh, ow, kh, kw = (get(k) for k in ("c", "h", "w", "oh", "ow", "kh", "kw"))
     sh, sw, dh, dw, pt, pl = (get(k) for k in ("sh", "sw", "dh", "dw", "pt", "pl"))
     x, y, wt, bias = ptr("x"), ptr("y"), ptr("wt"), ptr("bias")
@@ -333,6 +478,14 @@ def _emit_planes(module: ir.Module, table: ir.GlobalVariable, flat_table: ir.Glo
     cptr, nvec, jlo, jhi = b.inttoptr(coords, I32.as_pointer()), get("nvec"), get("jlo"), get("jhi")
     planes = b.mul(get("n"), c)
     p0 = b.mul(fn.args[1], per)
+    with b.if_then(chan):
+        ctptr = b.bitcast(chan_table, CHAN_TYPE.as_pointer().as_pointer())
+        chan_fn = b.load(b.gep(ctptr, [b.sub(kw, c64(CHAN_MIN_K[True]))]))
+        u1 = smin(b, b.add(p0, per), b.mul(get("n"), cdiv(b, c, c64(VL))))
+        rt = b.select(has_res, b.inttoptr(resi, FP), y)                    # y: never read
+        b.call(chan_fn, [x, y, rt, wt, bias, p0, u1, c, h, w, oh, ow, sh, sw, dh, dw, pt, pl, wp, padded, has_res,
+                         clamp, gate, lo, hi])
+        b.ret_void()
     with for_range(b, p0, smin(b, b.add(p0, per), planes), "p") as p:
         ch = b.srem(p, c)
         xin = b.gep(x, [b.mul(p, b.mul(h, w))])
@@ -355,11 +508,16 @@ def _emit_planes(module: ir.Module, table: ir.GlobalVariable, flat_table: ir.Glo
 
 def emit_conv_depthwise(module: ir.Module) -> ir.Function:
     """Defines ``DEPTHWISE_SYMBOL`` (see the module doc) in ``module``."""
-    planes_fn = _emit_planes(module, _table(module), _flat_table(module))
+    planes_fn = _emit_planes(module, _table(module), _flat_table(module), _chan_table(module))
     pool = declare_pool(module)
     fn, b, desc, nt = driver_entry(module, DEPTHWISE_SYMBOL)
     d = b.bitcast(desc, I64P)
-    planes = b.mul(b.load(b.gep(d, [c64(_F["n"])])), b.load(b.gep(d, [c64(_F["c"])])))
+
+    def get(name):
+        return b.load(b.gep(d, [c64(_F[name])]))
+    c = get("c")
+    chan = _chan_form(b, get)[0]
+    planes = b.mul(get("n"), b.select(chan, cdiv(b, c, c64(VL)), c))     # units: planes or channel blocks
     per = cdiv(b, planes, b.mul(nt, c64(CHUNKS_PER_THREAD)))
     per = b.select(b.icmp_signed("<", per, c64(1)), c64(1), per)
     b.store(per, b.gep(d, [c64(len(FIELDS))]))
