@@ -26,6 +26,8 @@ from functools import partial
 
 import numpy as np
 
+from ...kernels.transpose.abi import SYMBOL as TRANSPOSE_SYMBOL
+from ...kernels.transpose.bind import transpose_step
 from ...ops import erf_math
 from ...ops.registry import KernelError, normalize_axis
 from ...ops.tensor import slice_params, split_sizes, transpose_perm
@@ -166,6 +168,10 @@ def _transpose(ctx: NodeCtx):
         return None
     if tuple(ctx.shape(0)[p] for p in perm) != ctx.out().shape or ctx.dtype(0) != ctx.out().dtype:
         return None
+    address = ctx.native(TRANSPOSE_SYMBOL)
+    if address:       # the native copy (kernels/transpose), one of the runner's native steps; numpy where it declines
+        return Impl(bind=lambda ins, outs, ws, nt=1: transpose_step(address, ins[0], outs[0], perm, nt)
+                    or run_copy(outs[0], ins[0].transpose(perm)))
     return Impl(bind=lambda ins, outs, ws, nt=1: run_copy(outs[0], ins[0].transpose(perm)))
 
 
