@@ -120,6 +120,9 @@ PREPROCESS_KEYS = ("calibrate_path", "calibrate_size", "input_type", *IMAGE_KEYS
 FULL_KEYS = ("activation_quant_method", "bias_correction", "per_channel", "target_device", "enable_all_ops")
 ACTIVATION_QUANT_METHODS = ("MAX_MIN", "KL", "REMOVAL_OUTLIER")
 MIXED_BIT_KEYS = ("init_scale", "auto_tune")
+# the sections that only one quant_type reads (checked in this order)
+SECTION_QUANT_TYPE = {"mixed_bit_weight_quant_param": "WEIGHT_QUANT", "weight_quant_param": "WEIGHT_QUANT",
+                      "data_preprocess_param": "FULL_QUANT", "full_quant_param": "FULL_QUANT"}
 WEIGHT_KEYS = ("per_channel", "bias_correction", "dequant_strategy")
 _BOOLS = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False}
 
@@ -162,18 +165,11 @@ def parse_quant_sections(sections: Mapping[str, Mapping[str, str]], path: str = 
                    "quant_type is missing (WEIGHT_QUANT, FULL_QUANT or DYNAMIC_QUANT)")
     if qtype not in BUILT_QUANT_TYPES:
         raise fail(f"quant_type={qtype} is not supported yet (only {', '.join(BUILT_QUANT_TYPES)} are)")
-    if qtype != "WEIGHT_QUANT":
-        for name in ("mixed_bit_weight_quant_param", "weight_quant_param"):
-            if name in sections:
-                raise ConverterError(RET_INPUT_PARAM_INVALID,
-                                     f"{path}: [{name}] applies to quant_type=WEIGHT_QUANT only ([common_quant_param] "
-                                     f"has quant_type={qtype}); remove the section")
-    if qtype != "FULL_QUANT":
-        for name in ("data_preprocess_param", "full_quant_param"):
-            if name in sections:
-                raise ConverterError(RET_INPUT_PARAM_INVALID,
-                                     f"{path}: [{name}] applies to quant_type=FULL_QUANT only ([common_quant_param] "
-                                     f"has quant_type={qtype}); remove the section")
+    for name, owner in SECTION_QUANT_TYPE.items():
+        if name in sections and qtype != owner:
+            raise ConverterError(RET_INPUT_PARAM_INVALID,
+                                 f"{path}: [{name}] applies to quant_type={owner} only ([common_quant_param] "
+                                 f"has quant_type={qtype}); remove the section")
 
     def integer(key: str, default: int, lo: int, hi: int | None = None) -> int:
         text = params.get(key, "").strip()

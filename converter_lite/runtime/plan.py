@@ -60,6 +60,7 @@ from .direct_io import (
     into,
     readable_in_place,
 )
+from .generic_step import generic_step
 from .program import KernelEntry, Program, lower
 from .shared_arena import SharedArena
 from .threads import ThreadChooser, blas_enter, blas_exit
@@ -294,7 +295,7 @@ class Executor:
         static = all(v is None or arrays[v] is not None for v in st.inputs) and all(o is not None for o in outs)
         if static and st.impl.bind is not None:
             return st.impl.bind(ins, outs, self.scratch, nt)
-        return _generic(st, ins, outs, env, [self.dtypes[v] for v in st.outputs])
+        return generic_step(st, ins, outs, env, [self.dtypes[v] for v in st.outputs])
 
     def _call(self, calls: list, first: list) -> None:
         """Runs bound (merged) steps; a failure names the node of the step at fault (``first``: each call's first
@@ -573,39 +574,3 @@ def _aligned(nbytes: int) -> np.ndarray:
     raw = np.empty(nbytes + ALIGN, np.uint8)
     skip = (-raw.ctypes.data) % ALIGN
     return raw[skip:skip + nbytes]
-
-
-def _generic(st, ins: list, outs: list, env: list, dtypes: list):
-    """A step computing fresh arrays (``impl.call``): dynamic inputs are read from ``env``; results are copied
-    into their buffers (checked against the declared shape, cast to the declared dtype) or stored in ``env``."""
-    call = st.impl.call
-    dyn = [(pos, v) for pos, (v, a) in enumerate(zip(st.inputs, ins)) if v is not None and a is None]
-    specs = list(zip(outs, st.outputs, dtypes))
-    n = len(specs)
-
-    def run():
-        args = list(ins)
-        for pos, v in dyn:
-            args[pos] = env[v]
-        res = call(args)
-        if len(res) < n:
-            raise ValueError(f"kernel produced {len(res)} outputs, expected {n}")
-        for (arr, vid, dt), r in zip(specs, res):
-            if arr is None and (r is None or isinstance(r, list)):
-                # a sequence (its elements may be views of this run's buffers, which later steps overwrite:
-                # each one is kept as an array of its own) or an empty optional
-                env[vid] = r if r is None else [a if isinstance(a, np.ndarray) and a.flags.owndata
-                                                else np.array(a, copy=True) for a in r]
-                continue
-            if arr is None:
-                r = np.asarray(r)
-                if dt is not None and dt.kind not in "OUS" and r.dtype != dt:
-                    r = r.astype(dt)
-                env[vid] = r if r.flags.owndata else r.copy()
-                continue
-            if not isinstance(r, np.ndarray):
-                r = np.asarray(r)
-            if r.shape != arr.shape:
-                raise ValueError(f"kernel produced shape {list(r.shape)}, the model declares {list(arr.shape)}")
-            np.copyto(arr, r, casting="unsafe")
-    return run
