@@ -12,6 +12,7 @@ same sub-graph (and native code, codegen/rows.py) serves every number of rows.  
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
@@ -52,26 +53,50 @@ def column_extents(patterns: list, shapes: list) -> list[int]:
 
 
 def _infer_cols(node, sub):
-    if any(v is not None and v.type.shape is None for v in node.inputs):
-        return [TensorType(v.dtype, None) for v in sub.outputs]
-    pats = [v.shape for v in sub.inputs]
     shapes = [v.type.shape for v in node.inputs]
-    for v, p, s in zip(node.inputs, pats, shapes):
-        if len(s) != len(p):
-            raise KernelError(f"GraphKernel {node.name!r}: input {v.name!r} {list(s)} is not of rank {len(p)}")
-    ext = column_extents(pats, shapes)
-    want: dict = {}                                     # pattern -> the shape it broadcasts to (few patterns)
+    if None in shapes:
+        return [TensorType(v.dtype, None) for v in sub.outputs]
+    src, in_groups, out_masks, ranks = _col_facts(sub)
+    if [len(s) for s in shapes] != ranks:
+        k = next(k for k, (s, r) in enumerate(zip(shapes, ranks)) if len(s) != r)
+        raise KernelError(f"GraphKernel {node.name!r}: input {node.inputs[k].name!r} {list(shapes[k])} is not of "
+                          f"rank {ranks[k]}")
+    ext = [1 if i < 0 else int(shapes[i][j]) for j, i in enumerate(src)]
+    want: dict = {}                                     # broadcast mask -> the shape it gives (few masks)
+    for mask, members in in_groups:
+        w = want[mask] = tuple([e if m else 1 for m, e in zip(mask, ext)])
+        for k in members:
+            if tuple(shapes[k]) != w:
+                raise KernelError(f"GraphKernel {node.name!r}: input {node.inputs[k].name!r} {list(shapes[k])} does "
+                                  f"not broadcast to {ext} as the kernel's pattern {list(sub.inputs[k].shape)}")
+    out = []
+    for v, mask in zip(sub.outputs, out_masks):
+        w = want.get(mask)
+        if w is None:
+            w = want[mask] = tuple([e if m else 1 for m, e in zip(mask, ext)])
+        out.append(TensorType(v.dtype, w))
+    return out
 
-    def shape_of(p):
-        got = want.get(p)
-        if got is None:
-            got = want[p] = tuple(1 if q == 1 else e for q, e in zip(p, ext))
-        return got
-    for v, p, s in zip(node.inputs, pats, shapes):
-        if tuple(s) != shape_of(tuple(p)):
-            raise KernelError(f"GraphKernel {node.name!r}: input {v.name!r} {list(s)} does not broadcast to "
-                              f"{ext} as the kernel's pattern {list(p)}")
-    return [TensorType(v.dtype, shape_of(tuple(v.shape))) for v in sub.outputs]
+
+_COL_FACTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _col_facts(sub) -> tuple:
+    """What a column kernel's inference needs of its sub-graph's patterns, found once per sub-graph (a model of
+    dynamic shapes infers each kernel at every new shape): per axis the first input not broadcasting along it
+    (-1: none; ``column_extents``), the inputs grouped by the axes they broadcast along, each output's axes,
+    the inputs' ranks."""
+    got = _COL_FACTS.get(sub)
+    if got is None:
+        pats = [tuple(v.shape) for v in sub.inputs]
+        rank = len(pats[0]) if pats else 0
+        src = [next((i for i, p in enumerate(pats) if p[j] != 1), -1) for j in range(rank)]
+        groups: dict = {}
+        for k, p in enumerate(pats):
+            groups.setdefault(tuple(q != 1 for q in p), []).append(k)
+        out_masks = [tuple(q != 1 for q in v.shape) for v in sub.outputs]
+        got = _COL_FACTS[sub] = (src, list(groups.items()), out_masks, [len(p) for p in pats])
+    return got
 
 
 @reference("GraphKernel", infer=_infer)

@@ -38,7 +38,6 @@ import numpy as np
 from ..errors import RET_ERROR, ConverterError
 from ..kernels.native_call import data_address
 from ..kernels.runlist.bind import tag
-from ..ops.graph_kernel import column_extents
 
 log = logging.getLogger("converter_lite.native")
 
@@ -143,8 +142,8 @@ class UnknownKernelError(ConverterError, KeyError):
 class NativeKernel:
     """A callable native kernel: ``fn(inputs, outputs)`` checks the buffers and calls the code."""
 
-    __slots__ = ("_argv_t", "_cols", "_entry", "_fn", "_in_loose", "_in_pats", "_in_specs", "_keep", "_last",
-                 "_num_threads", "_out_loose", "_out_specs", "_pats", "_ranks", "_rows", "name", "spec")
+    __slots__ = ("_argv_t", "_col_groups", "_col_src", "_cols", "_entry", "_fn", "_in_checks", "_in_specs",
+                 "_keep", "_last", "_num_threads", "_out_checks", "_out_specs", "_ranks", "_rows", "name", "spec")
 
     def __init__(self, name: str, spec: dict, fn: Callable, num_threads: int, keep: object):
         self.name = name
@@ -158,12 +157,23 @@ class NativeKernel:
         self._cols = int(spec.get("cols") or 0)           # a column kernel (codegen/columns.py): its shape is
         extra = 1 if self._rows or self._cols else 0      # the last arg
         self._argv_t = ctypes.c_void_p * (len(self._in_specs) + len(self._out_specs) + extra)
-        self._pats = [s for _, s in [*self._in_specs, *self._out_specs]]     # a column kernel's patterns
-        self._in_pats, self._ranks = self._pats[:len(self._in_specs)], [len(p) for p in self._pats]
-        # per argument: only its dtype is checked (``_check``): every argument of a column kernel, the row
-        # arguments of a row kernel (any leading dims holding R rows of the static tail, checked by ``_extra``)
-        self._in_loose, self._out_loose = ([bool(self._cols or (self._rows and shape and shape[0] == self._rows))
-                                            for _, shape in specs] for specs in (self._in_specs, self._out_specs))
+        pats = [s for _, s in [*self._in_specs, *self._out_specs]]     # a column kernel's patterns
+        self._ranks = [len(p) for p in pats]
+        # per argument (``_check``): (dtype, shape or None when only the dtype is checked there): every argument
+        # of a column kernel, the row arguments of a row kernel (any leading dims holding R rows of the static
+        # tail, checked by ``_extra``)
+        self._in_checks, self._out_checks = ([(dt, None if self._cols or (self._rows and shape and
+                                                                          shape[0] == self._rows) else shape)
+                                              for dt, shape in specs] for specs in (self._in_specs, self._out_specs))
+        # a column kernel's iteration shape, per axis: the first input not broadcasting along it (-1: none, 1),
+        # and the arguments grouped by the axes they broadcast along (one shape to compare per group): what
+        # ``column_extents`` and a per-argument comparison would find, with the patterns' work done once
+        self._col_src = [next((i for i, (_, p) in enumerate(self._in_specs) if p[j] != 1), -1)
+                         for j in range(self._cols)]
+        groups: dict = {}
+        for k, p in enumerate(pats):
+            groups.setdefault(tuple(q != 1 for q in p), []).append(k)
+        self._col_groups = list(groups.items())
         self._keep = keep                                  # the library stays loaded while kernels exist
         self._last: tuple = ((), None, None)               # (arrays, argv, what argv points into) of the last call
 
@@ -171,22 +181,25 @@ class NativeKernel:
     def parallel(self) -> bool:
         return bool(self.spec.get("parallel"))
 
-    def _check(self, arrays: Sequence[np.ndarray], specs, what: str, writable: bool, loose: list) -> list[np.ndarray]:
-        if len(arrays) != len(specs):
-            raise ConverterError(RET_ERROR, f"kernel {self.name}: expected {len(specs)} {what}, got {len(arrays)}")
+    def _check(self, arrays: Sequence[np.ndarray], checks: list, what: str, writable: bool) -> list[np.ndarray]:
+        """``arrays`` checked against ``checks`` (``_in_checks``/``_out_checks``); an input that is not
+        C-contiguous is replaced by a contiguous copy."""
+        if len(arrays) != len(checks):
+            raise ConverterError(RET_ERROR, f"kernel {self.name}: expected {len(checks)} {what}, got {len(arrays)}")
         out = []
-        for k, (a, (dt, shape), free) in enumerate(zip(arrays, specs, loose)):
-            a = a if isinstance(a, np.ndarray) else np.asarray(a)
-            if free:
-                if a.dtype != dt:
+        for a, (dt, shape) in zip(arrays, checks):
+            if type(a) is not np.ndarray:
+                a = np.asarray(a)
+            if a.dtype != dt or (shape is not None and a.shape != shape):
+                k = len(out)
+                if shape is None:
                     raise ConverterError(RET_ERROR, f"kernel {self.name}: {what} {k} must be {dt}, got {a.dtype}")
-            elif a.dtype != dt or a.shape != shape:
                 raise ConverterError(RET_ERROR, f"kernel {self.name}: {what} {k} must be {dt}{list(shape)}, "
                                                 f"got {a.dtype}{list(a.shape)}")
             flags = a.flags
             if writable:
                 if not (flags.c_contiguous and flags.writeable):
-                    raise ConverterError(RET_ERROR, f"kernel {self.name}: output {k} must be a writable "
+                    raise ConverterError(RET_ERROR, f"kernel {self.name}: output {len(out)} must be a writable "
                                                     "C-contiguous array")
             elif not flags.c_contiguous:
                 a = np.ascontiguousarray(a)
@@ -201,15 +214,14 @@ class NativeKernel:
             arrays = [*ins, *outs]
             if [a.ndim for a in arrays] != self._ranks:
                 raise ConverterError(RET_ERROR, f"kernel {self.name}: arguments must have rank {self._cols}")
-            ext = column_extents(self._in_pats, [a.shape for a in ins])
-            want: dict = {}                                 # pattern -> the shape it broadcasts to (few patterns)
-            for k, (a, p) in enumerate(zip(arrays, self._pats)):
-                w = want.get(p)
-                if w is None:
-                    w = want[p] = tuple(1 if q == 1 else e for q, e in zip(p, ext))
-                if a.shape != w:
-                    raise ConverterError(RET_ERROR, f"kernel {self.name}: argument {k} {list(a.shape)} does not "
-                                                    f"broadcast to {ext} as {list(p)}")
+            ext = [1 if i < 0 else ins[i].shape[j] for j, i in enumerate(self._col_src)]
+            for mask, members in self._col_groups:
+                w = tuple([e if m else 1 for m, e in zip(mask, ext)])
+                for k in members:
+                    if arrays[k].shape != w:
+                        pat = [*self._in_specs, *self._out_specs][k][1]
+                        raise ConverterError(RET_ERROR, f"kernel {self.name}: argument {k} {list(arrays[k].shape)} "
+                                                        f"does not broadcast to {ext} as {list(pat)}")
             dims = np.array(ext, np.int64)
             return (data_address(dims),), dims
         if not self._rows:
@@ -236,8 +248,8 @@ class NativeKernel:
                 a is b for a, b in zip(arrays, (*inputs, *outputs))):
             self._fn(argv, nt)
             return
-        ins = self._check(inputs, self._in_specs, "inputs", False, self._in_loose)
-        outs = self._check(outputs, self._out_specs, "outputs", True, self._out_loose)
+        ins = self._check(inputs, self._in_checks, "inputs", False)
+        outs = self._check(outputs, self._out_checks, "outputs", True)
         words, held = self._extra(ins, outs)
         argv = self._argv_t(*map(data_address, ins), *map(data_address, outs), *words)
         same = all(a is b for a, b in zip(ins, inputs))   # no input had to be copied to be contiguous
@@ -248,8 +260,8 @@ class NativeKernel:
              num_threads: int | None = None) -> Callable[[], None]:
         """A zero-argument callable running the kernel on these (checked, kept alive) buffers: the fastest
         way to call a kernel repeatedly on preallocated memory."""
-        ins = self._check(inputs, self._in_specs, "inputs", False, self._in_loose)
-        outs = self._check(outputs, self._out_specs, "outputs", True, self._out_loose)
+        ins = self._check(inputs, self._in_checks, "inputs", False)
+        outs = self._check(outputs, self._out_checks, "outputs", True)
         words, held = self._extra(ins, outs)
         argv = self._argv_t(*map(data_address, ins), *map(data_address, outs), *words)
         fn, nt, keep = self._fn, self._num_threads if num_threads is None else num_threads, (ins, outs, held)
