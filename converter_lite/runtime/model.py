@@ -165,19 +165,14 @@ class Model:
         bound = None if outputs is None else self._bound_outputs(outputs, plan.graph)
         try:
             try:
-                if plan.native_only:
-                    outs = plan.execute(inputs, outputs=bound)
-                else:
-                    with np.errstate(all="ignore"):  # ONNX semantics: inf/nan results are values, not warnings
-                        outs = plan.execute(inputs, outputs=bound)
+                outs = plan.execute(inputs, outputs=bound)
             except ConverterError:
                 if not generic:
                     raise
                 # the generic plan met a shape some node or kernel rejects: the shape's own plan says which
                 # input and dim (-600), or runs it
                 plan = self._shape_plans.plan_for(tuple(inputs[p].shape for p in self._dyn_pos))
-                with np.errstate(all="ignore"):
-                    outs = plan.execute(inputs)
+                outs = plan.execute(inputs)
         except MemoryError:
             raise ConverterError(RET_MEMORY_FAILED, f"{os.path.basename(self.path)}: not enough memory to run the "
                                                     "model (its working buffers could not be allocated)") from None
@@ -191,9 +186,7 @@ class Model:
         if self._guards:
             self._check_guards(inputs)
         plan = self.plan if self._shape_plans is None else self._plan_for(inputs)
-        with np.errstate(all="ignore"):
-            outs = plan.execute(inputs, timings)
-        return self._outputs(outs)
+        return self._outputs(plan.execute(inputs, timings))
 
     def kernels_for(self, feeds: Mapping[str, Any]) -> list[KernelInfo]:
         """The top-level kernels a run with ``feeds`` executes (a model with dynamic dims has a plan per input

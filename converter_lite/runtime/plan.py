@@ -23,9 +23,11 @@ GEMMs/convolutions); an executor keeps one bound list per count it has run with,
 ``num_threads > 1`` and ``adaptive``, ``threads.ThreadChooser`` picks 1 or ``num_threads`` per run from the
 measured run times (a second thread loses when the cores are busy); a plan with at most ``TINY_PLAN_BYTES`` of
 buffers and no product (``product_work``) of ``TINY_PRODUCT`` multiply-adds or more always runs on one thread.
-numpy's BLAS stays at one thread (``threads.blas_enter``).
+numpy's BLAS stays at one thread (``threads.blas_enter``).  A run silences numpy's floating-point warnings
+(``np.errstate``) unless every step is bound to native code or only moves values (``Plan.quiet``).
 
-Thread safety: a Plan is immutable after construction (but for the chooser's statistics, behind a lock);
+Thread safety: a Plan is immutable after construction (but for the chooser's statistics, behind a lock, and
+the ``quiet`` answers it caches, the same whichever run finds them);
 executors (arena + bound steps) are pooled: a run takes a free one (``list.pop``, atomic) or makes a new one,
 and gives it back at the end (about ``MAX_IDLE_EXECUTORS`` are kept), so concurrent runs never share buffers.
 
@@ -75,6 +77,11 @@ BLAS_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "Fuse
                       "Attention", "MatMulInteger", "QLinearMatMul", "QLinearConv", "ConvInteger", "DeformConv",
                       "LSTM", "GRU", "RNN", "Col2Im", "DFT", "STFT", "MelWeightMatrix", "TfIdfVectorizer"})
 
+# ops whose kernels (fast and reference) do no float arithmetic, so no numpy floating-point warning: they move,
+# pick or compare values (a comparison with NaN is a value, not a warning; Cast is not here: float -> int warns)
+QUIET_OPS = frozenset({"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split",
+                       "Slice", "Gather", "Shape", "Size", "ArgMax", "ArgMin", "Equal", "Not", "And", "Or"})
+
 
 @dataclass(frozen=True)
 class Step:
@@ -122,10 +129,9 @@ class Plan:
             s.node.op not in BLAS_OPS or product_work(s.node) < TINY_PRODUCT for s in self.program.steps)
         self.run_threads = 1 if adaptive and tiny else num_threads
         self.chooser = ThreadChooser((1, num_threads)) if adaptive and num_threads > 1 and not tiny else None
-        # every step runs native code: no numpy arithmetic, so a run needs no np.errstate around it
-        self.native_only = all(s.impl.native for s in self.program.steps)
         support = getattr(getattr(resolve, "library", None), "support", None)
         self.runner = support(RUN_SYMBOL) if support is not None else None
+        self._quiet: dict[int, bool] = {}              # per thread count: ``quiet``
 
     def acquire(self) -> Executor:
         """An executor of this plan for a caller's exclusive use (a Loop holds one for all its iterations)."""
@@ -172,6 +178,8 @@ class Plan:
         ``kernels``), adds each kernel's wall time in seconds to it.  ``num_threads`` overrides the thread
         count of this run (default: the chooser's choice, or the plan's).  ``outputs`` (one array or None per
         graph output, checked by the caller) are written into and returned (IO binding).  Returns new arrays.
+        Floating-point warnings are values here (ONNX semantics): a run is wrapped in ``np.errstate`` unless
+        no step can raise one (``quiet``).
 
         Zero-copy I/O (``Executor._io_direct``): a large input only fused native kernels read is read in place
         when it is C-contiguous, aligned and of the declared dtype and shape; a large output one native
@@ -200,30 +208,59 @@ class Plan:
             if not lock.acquire(blocking=False):       # another run holds the block: memory of its own
                 ex, lock = Executor(self, private=True), None
         try:
-            if chooser is None:
-                if not self.uses_blas:
-                    return ex.run(inputs, timings, nt, outputs)
-                blas_enter(nt)
-                try:
-                    return ex.run(inputs, timings, nt, outputs)
-                finally:
-                    blas_exit()
-            t0 = time.perf_counter()
-            if not self.uses_blas:
-                out = ex.run(inputs, timings, nt, outputs)
-            else:
-                blas_enter(nt)
-                try:
-                    out = ex.run(inputs, timings, nt, outputs)
-                finally:
-                    blas_exit()
-            chooser.record(nt, time.perf_counter() - t0)
-            return out
+            quiet = self._quiet.get(nt)
+            if quiet is None:
+                quiet = self.quiet(nt, ex)
+            if quiet:
+                return self._run(ex, inputs, timings, nt, outputs, chooser)
+            with np.errstate(all="ignore"):            # ONNX semantics: inf/nan results are values, not warnings
+                return self._run(ex, inputs, timings, nt, outputs, chooser)
         finally:
             if lock is not None:
                 lock.release()
             if len(free) < MAX_IDLE_EXECUTORS:         # a burst of concurrent runs leaves no trail
                 free.append(ex)
+
+    def _run(self, ex: Executor, inputs: Sequence, timings: list[float] | None, nt: int, outputs: Sequence | None,
+             chooser: ThreadChooser | None) -> list:
+        """``ex.run`` with numpy's BLAS limited when the plan has BLAS ops, timed for ``chooser`` when given."""
+        if chooser is None:
+            if not self.uses_blas:
+                return ex.run(inputs, timings, nt, outputs)
+            blas_enter(nt)
+            try:
+                return ex.run(inputs, timings, nt, outputs)
+            finally:
+                blas_exit()
+        t0 = time.perf_counter()
+        if not self.uses_blas:
+            out = ex.run(inputs, timings, nt, outputs)
+        else:
+            blas_enter(nt)
+            try:
+                out = ex.run(inputs, timings, nt, outputs)
+            finally:
+                blas_exit()
+        chooser.record(nt, time.perf_counter() - t0)
+        return out
+
+    def quiet(self, nt: int, ex: Executor | None = None) -> bool:
+        """Whether no step of a run on ``nt`` threads can raise a numpy floating-point warning (``_quiet``), so
+        that the run needs no ``np.errstate`` around it (0.9 us a run: a tenth of a two-iteration greedy
+        decoder's own cost beside its kernels).  Known once the steps are bound: from ``ex``'s steps bound for
+        ``nt`` (a run's executor), else from an executor of the pool's (a control-flow body's plan, never on a
+        shared block); the same for every executor of the plan."""
+        got = self._quiet.get(nt)
+        if got is None:
+            held = ex is None
+            if held:
+                ex = self.acquire()
+            try:
+                got = self._quiet[nt] = all(_quiet(st, f) for st, f in zip(self.program.steps, ex.calls(nt)))
+            finally:
+                if held:
+                    self.release(ex)
+        return got
 
 
 class Executor:
@@ -547,6 +584,15 @@ class Executor:
         if self.has_dynamic:
             env[:] = [None] * len(env)
         return out
+
+
+def _quiet(st, call) -> bool:
+    """Whether step ``st``, bound as ``call``, can raise no floating-point warning: it runs native code only,
+    moves, picks or compares values (``QUIET_OPS``), or runs control-flow bodies whose plans are quiet."""
+    bodies = st.impl.bodies
+    if bodies:
+        return all(p.quiet(p.run_threads) for p in bodies.values())
+    return st.impl.native or getattr(call, "native", None) is not None or st.node.op in QUIET_OPS
 
 
 def product_work(node: Node) -> float:

@@ -366,3 +366,82 @@ def test_loop_on_fixed_body_buffers_matches_onnxruntime(tmp_path, level, monkeyp
         got = model.run(feeds)
         _match(got, _ort(proto, feeds))
         assert got["k"] is not feeds["k0"]
+
+
+def _counting_model(trip: bool, width: int):
+    """A Loop whose body adds the iteration number to a carried [width] vector and records it (a scan output),
+    its condition ``total < limit`` (no trip count unless ``trip``: then ``n`` bounds it too)."""
+    body = oh.make_graph(
+        [oh.make_node("Cast", ["i"], ["fi"], to=F32), oh.make_node("Add", ["v", "fi"], ["v_next"]),
+         oh.make_node("Identity", ["v_next"], ["rec"]), oh.make_node("ReduceMax", ["v_next"], ["top"], keepdims=0),
+         oh.make_node("Less", ["top", "limit"], ["go"])],
+        "count_body",
+        [oh.make_tensor_value_info("i", TP.INT64, []), oh.make_tensor_value_info("c", TP.BOOL, []),
+         oh.make_tensor_value_info("v", F32, [width])],
+        [oh.make_tensor_value_info("go", TP.BOOL, []), oh.make_tensor_value_info("v_next", F32, [width]),
+         oh.make_tensor_value_info("rec", F32, [width])])
+    g = oh.make_graph(
+        [oh.make_node("Loop", ["n" if trip else "", "", "v0"], ["v", "recs"], body=body)], "count",
+        ([oh.make_tensor_value_info("n", TP.INT64, [])] if trip else []) +
+        [oh.make_tensor_value_info("v0", F32, [width]), oh.make_tensor_value_info("limit", F32, [])],
+        [oh.make_tensor_value_info("v", F32, [width]), oh.make_tensor_value_info("recs", F32, [None, width])])
+    return _model(g)
+
+
+@pytest.mark.parametrize("trip, width, limit, n", [(False, 4, 800.0, None), (False, 4, -1.0, None),
+                                                   (True, 1 << 16, 1e9, 40), (True, 4, 1e9, 0)])
+def test_loop_scan_outputs_grow(tmp_path, monkeypatch, trip, width, limit, n):
+    """The fixed-buffer Loop writes scan outputs into blocks that grow as the iterations go: no trip count (41
+    iterations: 16 rows, then 32, then 64; one iteration), a trip count whose rows do not fit in SCAN_BYTES (40
+    rows of 256 KB: 16, then 32, then 40), zero iterations; each call's arrays its own."""
+    from converter_lite.runtime import control_flow
+    from converter_lite.runtime.plan import Executor
+    assert control_flow.SCAN_START == 16 and 40 * 4 * width > control_flow.SCAN_BYTES or width == 4
+    proto = _counting_model(trip, width)
+    model = converter_lite.load(_convert(tmp_path, proto, 2))
+
+    def generic(*a, **k):
+        raise AssertionError("the generic body run was taken")
+    monkeypatch.setattr(Executor, "run_in_place", generic)
+    feeds = {"v0": np.zeros(width, np.float32), "limit": np.array(limit, np.float32)}
+    if trip:
+        feeds["n"] = np.array(n, np.int64)
+    first = model.run(feeds)
+    want = _ort(proto, feeds)
+    _match(first, want)
+    if not trip and limit > 0:
+        assert len(first["recs"]) == 41                   # 0 + 1 + ... + 39 = 780 < 800, then 820
+    again = model.run(feeds)
+    _match(again, want)
+    assert not np.shares_memory(first["recs"], again["recs"]) and not np.shares_memory(first["v"], again["v"])
+
+
+def test_if_on_fixed_branch_buffers(tmp_path, monkeypatch):
+    """An If whose branches have static shapes runs on the branch's own buffers (runtime/control_flow.py
+    ``_FixedBody``, never the generic body run): a branch computing from a captured value, one passing a
+    captured value through; branches alternating; each call's outputs the caller's own (not the feed, not the
+    previous call's)."""
+    from converter_lite.runtime.plan import Executor
+    then_b = oh.make_graph([oh.make_node("Mul", ["x", "x"], ["sq"]), oh.make_node("Add", ["sq", "x"], ["y"])],
+                           "then", [], [oh.make_tensor_value_info("y", F32, [3])])
+    else_b = oh.make_graph([oh.make_node("Identity", ["x"], ["y"])], "else", [],
+                           [oh.make_tensor_value_info("y", F32, [3])])
+    g = oh.make_graph([oh.make_node("If", ["c"], ["out"], then_branch=then_b, else_branch=else_b)], "g",
+                      [oh.make_tensor_value_info("c", TP.BOOL, []), oh.make_tensor_value_info("x", F32, [3])],
+                      [oh.make_tensor_value_info("out", F32, [3])])
+    proto = _model(g)
+    model = converter_lite.load(_convert(tmp_path, proto, 2))
+    assert [s.node.op for s in model.plan.program.steps] == ["If"]
+
+    def generic(*a, **k):
+        raise AssertionError("the generic body run was taken")
+    monkeypatch.setattr(Executor, "run_in_place", generic)
+    x = np.array([1.0, -2.0, 0.5], np.float32)
+    seen = []
+    for c in (True, False, True, False):
+        feeds = {"c": np.array(c), "x": x}
+        got = model.run(feeds)
+        _match(got, _ort(proto, feeds))
+        assert not np.shares_memory(got["out"], x) and not any(np.shares_memory(got["out"], s) for s in seen)
+        seen.append(got["out"])
+    np.testing.assert_array_equal(seen[0], x * x + x)

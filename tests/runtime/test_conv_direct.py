@@ -271,12 +271,14 @@ def test_direct_chunks_are_rows_of_every_channel(resolver, monkeypatch, m, group
 
 @pytest.mark.parametrize("hw, m, group, per_chunk", [((7, 7), 768, 1, (7, 12)), ((7, 7), 96, 6, (4, 3)),
                                                      ((3, 3), 96, 1, (1, 2)), ((14, 14), 768, 1, (28, 12)),
-                                                     ((11, 11), 96, 1, (6, 3)), ((30, 30), 768, 1, (45, 24))])
+                                                     ((11, 11), 96, 1, (6, 3)), ((28, 28), 768, 1, (42, 24)),
+                                                     ((30, 30), 768, 1, (30, 48)), ((15, 15), 768, 1, (15, 24))])
 def test_direct_chunks_of_small_images_split_channels(resolver, monkeypatch, hw, m, group, per_chunk):
     """Small images are split by channel units (768 channels: 24 super-blocks, 12 each; 6 groups of 16: 3 each,
     in 4 tiles of two 7-pixel rows (SOLO); a 3x3 image is one tile) unless those share out much worse than rows
-    (3 super-blocks of 96 channels on an 11 x 11 image: 6 + 5 rows); a 30 x 30 image is split by rows (tiles per
-    chunk, channel units per chunk)."""
+    (3 super-blocks of 96 channels on an 11 x 11 image: 6 + 5 rows); a 28 x 28 image is split by rows (tiles per
+    chunk, channel units per chunk).  Pixel tiles (rows of 15 or 30 pixels) take one 16-channel block a unit: 48
+    units of 768 channels, a 15 x 15 image split by them, a 30 x 30 one by rows of two tiles."""
     plan, x, want = _padded_3x3(resolver, monkeypatch, np.random.default_rng(6), 4, m, group, hw, False)
     n = len(conv_direct.FIELDS)
     desc = _run_and_record(plan, x, want, 2)
@@ -323,13 +325,65 @@ def test_odd_row_parts_pad_their_own_copy(resolver, monkeypatch):
         _run_and_record(plan, x, want, nt)
 
 
-@pytest.mark.parametrize("m, group, tiles", [(16, 1, 64), (12, 3, 64), (48, 3, 64), (32, 1, 96), (96, 3, 96)])
+PIXEL_CASES = [  # column stride 1, rows filling >= 15/16 of their vectors: pixel tiles
+    ((1, 3, 32, 32), (16, 3, 3, 3), {"pads": (1, 1, 1, 1)}),                     # conv_net's stem
+    ((2, 16, 9, 30), (12, 16, 3, 3), {"pads": (1, 1, 1, 1)}),                    # 15 + 15 pixels, 12 channels
+    ((1, 6, 20, 36), (16, 6, 5, 5), {"pads": (2, 3, 1, 0), "dilations": (1, 2)}),  # asymmetric, dilated
+    ((1, 8, 13, 29), (16, 4, 3, 3), {"strides": (2, 1), "pads": (0, 4, 3, 0), "group": 2}),  # left pad > reach
+    ((1, 4, 5, 16), (16, 4, 7, 7), {"pads": (3, 3, 3, 3)}),                      # most of the window outside
+    ((1, 5, 4, 33), (7, 5, 1, 3), {}),                                            # unpadded, 31 = 16 + 15 pixels
+    ((1, 32, 3, 63), (40, 32, 1, 3), {"pads": (0, 1, 0, 1)}),                     # vad's rows, 3 channel blocks
+    ((2, 12, 6, 16), (36, 4, 3, 3), {"pads": (1, 1, 1, 1), "group": 3}),         # 12 channels a group, 2 images
+]
+
+
+@pytest.mark.parametrize("case", range(len(PIXEL_CASES)))
+def test_pixel_tiles_against_reference(resolver, monkeypatch, case):
+    """Shapes the pixel tiles take (``emit.pixel_kernel``: the unpadded input read with per-window-position masks,
+    rows outside the image skipped): pads on every side, wider than the kernel reaches, dilations, row stride 2,
+    groups, batches, fewer than 16 channels or several blocks, partial vectors, a NaN and an inf in the input
+    (next to the left edge, at the last pixel); 1 to 3 threads, against the reference kernel."""
+    monkeypatch.setattr(NodeCtx, "wide_vectors", lambda self: True)
+    xs, ws, attrs = PIXEL_CASES[case]
+    rng = np.random.default_rng(40 + case)
+    x = _arr(rng, *xs)
+    x[0, 0, 1, 0], x[-1, -1, -1, -1] = np.nan, np.inf
+    _check(resolver, x, _arr(rng, *ws), _arr(rng, ws[0]), attrs)
+
+
+def test_pixel_tile_epilogues_against_onnxruntime(tmp_path):
+    """Residual on/off x Relu, Clip, HardSwish or nothing through the pixel tiles (16-channel 3x3 convolutions
+    on a 30-pixel-wide image) on 1 and 2 threads."""
+    from converter_lite.api import load
+    rng = np.random.default_rng(13)
+    inits = {f"w{i}": _arr(rng, 16, 16, 3, 3) for i in range(6)} | {f"b{i}": _arr(rng, 16) for i in range(6)}
+    inits |= {"lo": np.array(-0.5, np.float32), "hi": np.array(0.5, np.float32)}
+    conv = lambda i, src, out: oh.make_node("Conv", [src, f"w{i}", f"b{i}"], [out], pads=[1, 1, 1, 1])
+    nodes = [conv(0, "x", "c0"), oh.make_node("Relu", ["c0"], ["r0"]),                           # clamp
+             conv(1, "r0", "c1"), oh.make_node("Add", ["c1", "r0"], ["a1"]),                       # residual
+             conv(2, "a1", "c2"), oh.make_node("HardSwish", ["c2"], ["g2"]),                      # gate
+             conv(3, "g2", "c3"), oh.make_node("Add", ["c3", "g2"], ["s3"]),
+             oh.make_node("Clip", ["s3", "lo", "hi"], ["k3"]),                                     # residual + clamp
+             conv(4, "k3", "c4"), oh.make_node("Add", ["c4", "k3"], ["s4"]),
+             oh.make_node("HardSwish", ["s4"], ["g4"]),                                            # residual + gate
+             conv(5, "g4", "y")]                                                                   # nothing
+    model, out = _fused_model(tmp_path, nodes, inits, ["y"], x_shape=(1, 16, 6, 30))
+    feeds = {"x": _arr(rng, 1, 16, 6, 30)}
+    want = run_ort(model, feeds)[0]
+    for nt in (1, 2):
+        m = load(out, num_threads=nt)
+        np.testing.assert_allclose(m.run(feeds)["y"], want, rtol=1e-4, atol=1e-4)
+    assert [s.node.op for s in m.plan.program.steps] == ["Conv"] * 6
+
+
+@pytest.mark.parametrize("m, group, tiles", [(16, 1, 56), (12, 3, 56), (48, 3, 56), (32, 1, 84), (96, 3, 84)])
 def test_one_channel_block_takes_wider_tiles(resolver, monkeypatch, m, group, tiles):
-    """Wide tiles hold 12 pixels of two 16-channel blocks, or SOLO = 16 pixels when every group has one block
-    (at most 16 output channels): a 32 x 32 image is 32 rows of two 16-pixel tiles instead of three of 11 and
-    10 pixels (tiles per chunk on one thread); results match the reference on 1 to 3 threads."""
-    assert direct_emit.SOLO == 16
-    plan, x, want = _padded_3x3(resolver, monkeypatch, np.random.default_rng(9), 4, m, group, (32, 32), True)
+    """Wide channel tiles hold 12 pixels of two 16-channel blocks, or SOLO = 16 pixels when every group has one
+    block (at most 16 output channels): a 28 x 28 image (rows of 14 + 14 pixels fill 7/8 of their vectors: too
+    few for pixel tiles) is 28 rows of two 14-pixel tiles instead of three of 10, 9 and 9 pixels (tiles per chunk
+    on one thread); results match the reference on 1 to 3 threads."""
+    assert direct_emit.SOLO == 16 and direct_emit.PIXEL_FILL == (15, 16)
+    plan, x, want = _padded_3x3(resolver, monkeypatch, np.random.default_rng(9), 4, m, group, (28, 28), True)
     assert _run_and_record(plan, x, want, 1)[len(conv_direct.FIELDS)] == tiles
     for nt in (2, 3):
         _run_and_record(plan, x, want, nt)

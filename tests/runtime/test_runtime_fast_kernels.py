@@ -121,6 +121,29 @@ def test_transpose_concat_gather(rng):
     run_case("Gather", [table, np.array([1, -2], np.int32)], {"axis": 1})
 
 
+@pytest.mark.parametrize("index", [np.array([2], np.int64), np.array(-1, np.int64), np.array([[-3]], np.int32)])
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_gather_one_index(rng, index, axis):
+    """One index (a token in a decoding loop) takes the slice-assignment path: any axis, a 0-d or [1, 1] index,
+    negative values."""
+    run_case("Gather", [arr(rng, 3, 4, 5), index], {"axis": axis}, consts=(0,))
+
+
+@pytest.mark.parametrize("index", [np.array([4]), np.array(-5)])
+def test_gather_one_index_out_of_range_is_an_error(index):
+    from converter_lite.errors import ConverterError
+    g_in = Value("x", TensorType(DType.float32, (4, 3)))
+    idx = Value("i", TensorType(DType.int64, index.shape))
+    out = Value("y")
+    node = Node("Gather", [g_in, idx], [out], {}, name="g")
+    out.type = infer_types(node)[0]
+    plan = Plan(Graph("g", [g_in, idx], [out], [node]))
+    with pytest.raises(ConverterError, match="'g'.*out of range"):
+        plan.execute([np.zeros((4, 3), F32), index])
+    np.testing.assert_array_equal(plan.execute([np.eye(4, 3, dtype=F32), np.full(index.shape, -4)])[0],
+                                  np.eye(4, 3, dtype=F32)[0].reshape(index.shape + (3,)))
+
+
 def test_gather_out_of_range_is_an_error(rng):
     from converter_lite.errors import ConverterError
     g_in = Value("x", TensorType(DType.float32, (4, 3)))

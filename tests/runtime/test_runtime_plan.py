@@ -320,3 +320,33 @@ def test_native_fused_kernel_failure_names_up_to_four_onnx_nodes():
     assert e.value.code == RET_OP_EXECUTE_FAILURE
     assert e.value.message == ("node 'gk0' (GraphKernel) (from ONNX nodes 'neg0', 'relu0', 'extra0', 'extra1' and "
                                "3 more) failed: RuntimeError: native kernel fault")
+
+
+def test_quiet_plans_and_warnings(resolver, rng):
+    """A plan is ``quiet`` (Model.run skips np.errstate) when no step can raise a floating-point warning: steps
+    bound to native code only (a Conv on the direct driver, not on numpy), or moving/picking values (Gather,
+    ArgMax); a numpy Div is not, and Model.run still silences it (x / 0 gives inf and no RuntimeWarning)."""
+    import warnings
+
+    from helpers import record_drivers
+
+    from converter_lite.model.format import LoadedModel
+    from converter_lite.runtime.model import Model
+    from tests.runtime.test_fast_conv_native import _graph
+
+    table = Value("t", const=rng.standard_normal((5, 8)).astype(np.float32))
+    i, e, a = Value("i", TensorType(DType.int64, (1,))), f32("e", 1, 8), Value("a", TensorType(DType.int64, (1,)))
+    pick = Graph("pick", [i], [a], [Node("Gather", [table, i], [e], name="g"),
+                                    Node("ArgMax", [e], [a], {"axis": 1, "keepdims": 0}, name="am")])
+    assert Plan(pick).quiet(1)
+    x, w = rng.standard_normal((1, 4, 8, 8)).astype(np.float32), rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    assert Plan(record_drivers(_graph(x, w, None, {"pads": (1, 1, 1, 1)})), resolver).quiet(1)
+    assert not Plan(_graph(x, w, None, {"pads": (1, 1, 1, 1)})).quiet(1)
+    x, z, q = f32("x", 4), f32("z", 4), f32("q", 4)
+    div = Graph("div", [x, z], [q], [Node("Div", [x, z], [q], name="d")])
+    model = Model(LoadedModel(div, {}, path="div.ms"))
+    assert not model.plan.quiet(model.plan.run_threads)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = model.run({"x": np.ones(4, np.float32), "z": np.zeros(4, np.float32)})["q"]
+    assert np.isinf(got).all()

@@ -22,10 +22,15 @@ planes, in the first copy).  The accumulators start at the bias.  The epilogue
 transposes each ``16 x cols`` block in registers (shuffles), then per output channel adds the residual (if any),
 clamps (Relu/Clip, NaN stays NaN) and stores ``cols`` contiguous outputs (NCHW) with a masked store.
 
+Pixel tiles (``pixel_kernel``; ``wide`` only, column stride 1, output rows that fill at least ``PIXEL_FILL`` of
+their 16-lane vectors) turn this around: vectorised over up to 16 pixels of one output row, one 16-channel
+block (the same packed weights, broadcast one by one), they read the input unpadded with masked loads (no
+``xp`` copy) and store each channel's pixels as they are (no transpose).
+
 Tiles: an output image is cut into row groups of ``R`` rows and column segments of ``Q`` (balanced) columns
 with ``R * Q <= PMAX``; with ``wide`` (AVX-512: 32 vector registers) ``PMAX = 12`` and two channel blocks per
-tile (``PMAX = SOLO = 16`` when a group has one block: at most 16 output channels), else (16 registers)
-``PMAX = 6`` and one block.  Chunks of the pool are runs of tiles (rows) of one
+tile (``PMAX = SOLO = 16`` when a group has one block: at most 16 output channels, or for pixel tiles: one row,
+one block), else (16 registers) ``PMAX = 6`` and one block.  Chunks of the pool are runs of tiles (rows) of one
 image, about ``CHUNKS_PER_THREAD`` per thread, each computing them for every group and channel super-block in
 turn: every thread computes the same rows of every convolution (see ``emit_conv_direct``).
 
@@ -79,6 +84,12 @@ SOLO = 16
 # when the host makes cross-core traffic expensive (it flips between the two states within minutes):
 # 2 -> 151, 1 -> 108 (ORT ~85).  resnet_mini (quiet): 4 -> 603, 2 -> 594, 1 -> 593
 CHUNKS_PER_THREAD = 1
+# pixel tiles (``pixel_kernel``) when a row's pixels fill at least this fraction of the 16-lane vectors they
+# take.  1 thread, one process, channel tiles -> pixel tiles: rows of whole vectors gain (16 x 32 x 32 3x3
+# 51.8 -> 49.3 us, 32 x 32 x 112 x 112 3057 -> 2514, 64 x 64 x 64 x 64 2966 -> 2793, 128 x 128 x 16 x 16
+# 671 -> 634; vad's 1 x 63 rows of 1 x 3 taps 8.9 -> 8.4), rows of 7/8 lose (28 and 56 pixels: 16 channels
+# 39.9 -> 43.0 and 149 -> 159 us, 64 channels at 56 x 56 2402 -> 2592)
+PIXEL_FILL = (15, 16)
 ROWS_MIN_PIXELS = 512             # output images at least this large are split by rows (emit_conv_direct)
 PF_AHEAD = 64                      # taps the microkernels prefetch their weights ahead (internal.prefetch)
 
@@ -177,6 +188,102 @@ def microkernel(module: ir.Module, ocv: int, rows: int, cols: int, sw: int) -> i
     return fn
 
 
+PX_TYPE = ir.FunctionType(VOID, [FP, I64, I64P, I64P, I64P, I64, I64, I64, I64, I64, I64, FP, FP, FP, I64, I64, FP,
+                                 I64, I64, F32, F32])
+# pixel_kernel(x, plane, uoff, dy, dx, khkw, cg, iy0, ix0, h, w, wk, bias, y, ystride_m, nvalid, res, q, flags,
+#              lo, hi)
+
+
+def pixel_kernel(module: ir.Module) -> ir.Function:
+    """``cl_convd.px``: one tile of ``q`` <= 16 neighbouring pixels of one output row (column stride 1) x the 16
+    channels of one block, vectorised over the pixels, reading the input where it is, unpadded.
+
+    ``x`` is the tile's first input pixel (input row ``iy0``, column ``ix0``: it may lie in the padding).  For
+    each position ``j`` of the kernel window (input row and column offsets ``dy[j]``, ``dx[j]``, offset ``uoff[j]``
+    in a plane) whose row is inside the image, and each input channel ``c``: one vector load of the ``q`` input
+    pixels at ``x + c * plane + uoff[j]``, masked to the lanes inside the image, then ``acc[m] += w[c, j][m] *
+    pixels`` for the 16 channels (a broadcast weight each).  Window positions outside, channels inside: the mask
+    stays the same for a run of loads (masks that changed from load to load cost a 16 x 32 x 32 3x3
+    convolution 44.8 us, more than padding a copy of the input first: 43.7), and the zero padding costs neither a
+    copy (2.2 us of that convolution's 44.5 on the channel tiles) nor the multiply-adds of whole rows outside
+    the image.  Each accumulator is a channel's row of pixels, stored as it is (NCHW): no transpose either
+    (``cl_convd.store``'s 16 x 16 shuffle transpose, stack round trip and per-channel stores, 35% of a
+    3-channel stem's 27-tap tile, 6% at 144 taps), at the price of idle lanes when the row does not fill whole
+    vectors (``PIXEL_FILL``)."""
+    fn = internal_function(module, "cl_convd.px", PX_TYPE, noalias=(0, 2, 3, 4, 11, 12, 13, 16))
+    if not fn.is_declaration:
+        return fn
+    fma, mload, mstore = vector_intrinsics(module)
+    x, plane, uoff, dyt, dxt, khkw, cg, iy0, ix0, h, w, wk, bias, y, ys, nvalid, res, q, flags, lo, hi = fn.args
+    entry = fn.append_basic_block("entry")
+    names = ("j.head", "j.body", "c.pre", "c.head", "c.body", "c.exit", "j.latch", "j.exit")
+    jhead, jbody, cpre, chead, cbody, cexit, jlatch, jexit = (fn.append_basic_block(n) for n in names)
+    b = ir.IRBuilder(entry)
+    iota = ir.Constant(ir.VectorType(I32, VL), list(range(VL)))
+    qmask = b.icmp_signed("<", iota, splat_i32(b, q))
+    zero = ir.Constant(VEC, None)
+    align4 = ir.Constant(I32, 4)
+    init = [splat(b, b.load(b.gep(bias, [c64(m)]))) for m in range(VL)]
+    wrow = b.mul(khkw, c64(VL))                            # floats from one channel's weights to the next's
+    b.branch(jhead)
+    b.position_at_end(jhead)                               # window positions
+    j = b.phi(I64, "j")
+    outer = [b.phi(VEC, f"acc{m}") for m in range(VL)]
+    b.cbranch(b.icmp_signed("<", j, khkw), jbody, jexit)
+    b.position_at_end(jbody)
+    iy = b.add(iy0, b.load(b.gep(dyt, [j])))
+    b.cbranch(b.icmp_unsigned("<", iy, h), cpre, jlatch)   # a row outside the image adds nothing
+    b.position_at_end(cpre)
+    cols = b.add(iota, splat_i32(b, b.add(ix0, b.load(b.gep(dxt, [j])))))
+    mask = b.and_(qmask, b.icmp_unsigned("<", cols, splat_i32(b, w)))
+    xj, wj = b.gep(x, [b.load(b.gep(uoff, [j]))]), b.gep(wk, [b.mul(j, c64(VL))])
+    b.branch(chead)
+    b.position_at_end(chead)                               # input channels
+    c = b.phi(I64, "c")
+    inner = [b.phi(VEC, f"acc{m}.c") for m in range(VL)]
+    b.cbranch(b.icmp_signed("<", c, cg), cbody, cexit)
+    b.position_at_end(cbody)
+    xv = b.call(mload, [b.bitcast(b.gep(xj, [b.mul(c, plane)]), VECP), align4, mask, zero])
+    wt = b.gep(wj, [b.mul(c, wrow)])
+    summed = [b.call(fma, [splat(b, b.load(b.gep(wt, [c64(m)]))), xv, inner[m]]) for m in range(VL)]
+    c.add_incoming(b.add(c, c64(1), flags=("nsw", "nuw")), cbody)
+    b.branch(chead).set_metadata("llvm.loop", loop_id(module, {"llvm.loop.unroll.disable": None}))
+    b.position_at_end(cexit)
+    b.branch(jlatch)
+    b.position_at_end(jlatch)
+    latch = [b.phi(VEC, f"acc{m}.j") for m in range(VL)]
+    j.add_incoming(c64(0), entry)
+    j.add_incoming(b.add(j, c64(1), flags=("nsw", "nuw")), jlatch)
+    b.branch(jhead)
+    c.add_incoming(c64(0), cpre)
+    for m in range(VL):
+        outer[m].add_incoming(init[m], entry)
+        outer[m].add_incoming(latch[m], jlatch)
+        inner[m].add_incoming(outer[m], cpre)
+        inner[m].add_incoming(summed[m], cbody)
+        latch[m].add_incoming(outer[m], jbody)
+        latch[m].add_incoming(inner[m], cexit)
+    b.position_at_end(jexit)
+    count = smin(b, nvalid, c64(VL))
+    lov, hiv = splat(b, lo), splat(b, hi)
+
+    def emit(vb, res_on, act, exit_block):
+        for m in range(VL):
+            store = fn.append_basic_block(f"{vb.block.name}.ch{m}")
+            vb.cbranch(vb.icmp_signed("<", c64(m), count), store, exit_block)
+            vb.position_at_end(store)
+            off = vb.mul(c64(m), ys)
+            v = outer[m]
+            if res_on:
+                v = vb.fadd(v, vb.call(mload, [vb.bitcast(vb.gep(res, [off]), VECP), align4, qmask, zero]))
+            vb.call(mstore, [act(vb, v, lov, hiv), vb.bitcast(vb.gep(y, [off]), VECP), align4, qmask])
+        vb.branch(exit_block)
+
+    flag_versions(fn, b, flags, emit)
+    b.ret_void()
+    return fn
+
+
 def _table(module: ir.Module, sw: int) -> tuple[ir.GlobalVariable, int, int]:
     """Constant table of microkernel pointers indexed ``[(ocv-1)][rows-1][cols-1]`` for column stride sw
     (null where rows*cols exceeds the widest tile: SOLO pixels for one channel block, else TILES')."""
@@ -203,18 +310,25 @@ class _Fields:
 
 
 def _tiling(b: ir.IRBuilder, f: _Fields):
-    """(ocv_max, rows R, cols Q, column segments, row groups, super-blocks per group) for this convolution."""
+    """(ocv_max, rows R, cols Q, column segments, row groups, super-blocks per group, pixel tiles) for this
+    convolution.  Pixel tiles (``cl_convd.px``: one row of at most 16 pixels, one channel block, so super-blocks
+    of one block) with wide vectors when the column stride is 1 and the row's pixels fill at least
+    ``PIXEL_FILL`` of the 16-lane vectors they take; else channel tiles (``microkernel``)."""
     wide = b.icmp_signed("!=", f["wide"], c64(0))
-    ocv_max = b.select(wide, c64(TILES[True][0]), c64(TILES[False][0]))
-    solo = b.and_(wide, b.icmp_signed("==", f["nblk"], c64(1)))
+    ow, oh = f["ow"], f["oh"]
+    fill_num, fill_den = PIXEL_FILL
+    vectors = b.mul(cdiv(b, ow, c64(VL)), c64(VL))
+    fills = b.icmp_signed(">=", b.mul(ow, c64(fill_den)), b.mul(vectors, c64(fill_num)))
+    pix = b.and_(b.and_(wide, b.icmp_signed("==", f["sw"], c64(1))), fills)
+    ocv_max = b.select(b.and_(wide, b.not_(pix)), c64(TILES[True][0]), c64(TILES[False][0]))
+    solo = b.and_(wide, b.or_(pix, b.icmp_signed("==", f["nblk"], c64(1))))
     pmax = b.select(solo, c64(SOLO), b.select(wide, c64(TILES[True][1]), c64(TILES[False][1])))
     rmax = b.select(wide, c64(TILES[True][2]), c64(TILES[False][2]))
-    ow, oh = f["ow"], f["oh"]
     nseg = cdiv(b, ow, pmax)
     q = cdiv(b, ow, nseg)
     r = smin(b, smin(b, b.sdiv(pmax, q), rmax), oh)
-    r = b.select(b.icmp_signed("<", r, c64(1)), c64(1), r)
-    return ocv_max, r, q, nseg, cdiv(b, oh, r), cdiv(b, f["nblk"], ocv_max)
+    r = b.select(b.or_(pix, b.icmp_signed("<", r, c64(1))), c64(1), r)
+    return ocv_max, r, q, nseg, cdiv(b, oh, r), cdiv(b, f["nblk"], ocv_max), pix
 
 
 def _parts(b: ir.IRBuilder, nthreads: ir.Value, images: ir.Value) -> ir.Value:
@@ -233,7 +347,7 @@ def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     f = _Fields(b, fn.args[0])
     chunk = fn.args[1]
-    ocv_max, rr, qq, nseg, nrow, nsb = _tiling(b, f)
+    ocv_max, rr, qq, nseg, nrow, nsb, pix = _tiling(b, f)
     tiles = b.mul(nrow, nseg)
     words = b.bitcast(fn.args[0], I64P)
     tpc = b.load(b.gep(words, [c64(len(FIELDS))]))            # tiles per chunk, written by the entry point
@@ -263,14 +377,27 @@ def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
         ts = b.bitcast(module.globals[f"cl_convd.table_s{s}"], MK_TYPE.as_pointer().as_pointer())
         table = b.select(b.icmp_signed("==", sw, c64(s)), ts, table)
     _, rmax, pmax = TILES_MAX
+    px = pixel_kernel(module)
     t0 = b.mul(ci, tpc)
     t1 = smin(b, b.add(t0, tpc), tiles)
-    own_pad = b.and_(padded, b.not_(_shared_pad(b, f, upc, units, nsb)))
+    own_pad = b.and_(padded, b.not_(_shared_pad(b, f, upc, units, nsb, pix)))
     # odd row parts pad into the second copy (xp_copy): neighbouring parts never write the same halo lines
     odd = b.and_(own_pad, b.icmp_signed("!=", b.and_(ci, c64(1)), c64(0)))
     xp = b.select(odd, b.gep(f.ptr("xp"), [xp_copy(b, f)]), f.ptr("xp"))
     src = b.select(padded, xp, f.ptr("x"))
-    with b.if_then(b.and_(own_pad, b.icmp_signed("<", t0, t1))):
+    h, w = f["h"], f["w"]
+    # the pixel tiles' window (``pixel_kernel``): per position j (the taps of channel 0), its input row and column
+    # offsets (koff holds them as offsets in a padded plane) and its offset in an input plane
+    khkw = b.sdiv(kk, cg)
+    uoff, dyt, dxt = (b.alloca(I64, size=khkw, name=n) for n in ("uoff", "dy", "dx"))
+    with b.if_then(pix):
+        with for_range(b, 0, khkw, "jt") as j:
+            d = b.load(b.gep(koff, [j]))
+            dy, dx = b.sdiv(d, wp), b.srem(d, wp)
+            b.store(dy, b.gep(dyt, [j]))
+            b.store(dx, b.gep(dxt, [j]))
+            b.store(b.add(b.mul(dy, w), dx), b.gep(uoff, [j]))
+    with b.if_then(b.and_(b.and_(own_pad, b.not_(pix)), b.icmp_signed("<", t0, t1))):
         # the padded input rows this chunk's tiles read, padded here, by the thread that reads them (a separate
         # pool phase split by channels made every compute chunk fetch half its input from the other core's
         # cache: resnet_mini's 32x40x40 3x3 took 104 us on 2 threads, 75 without the padding); neighbouring
@@ -289,7 +416,9 @@ def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
     # in cache over the tiles; the rows stay in cache over the super-blocks), so the rows are padded once
     with for_range(b, u0, u1, "u") as u:
         g, sb = b.sdiv(u, nsb), b.srem(u, nsb)
-        xbase = b.gep(src, [b.mul(b.add(b.mul(n, f["c"]), b.mul(g, cg)), b.mul(hp, wp))])
+        first_plane = b.add(b.mul(n, f["c"]), b.mul(g, cg))
+        xbase = b.gep(src, [b.mul(first_plane, b.mul(hp, wp))])
+        xraw = b.gep(f.ptr("x"), [b.mul(first_plane, b.mul(h, w))])        # (pixel tiles read it unpadded)
         blk = b.add(b.mul(g, f["nblk"]), b.mul(sb, ocv_max))
         wptr = b.gep(f.ptr("wpk"), [b.mul(blk, wstride)])
         bptr = b.gep(f.ptr("bpk"), [b.mul(blk, c64(VL))])
@@ -304,13 +433,20 @@ def _emit_compute(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
             oy0, ox0 = b.mul(rg, rr), b.mul(seg, qq)
             reff = smin(b, rr, b.sub(oh, oy0))
             qeff = smin(b, qq, b.sub(ow, ox0))
-            idx = b.add(b.mul(b.sub(ocv, c64(1)), c64(rmax * pmax)), b.add(b.mul(b.sub(reff, c64(1)), c64(pmax)),
-                                                                        b.sub(qeff, c64(1))))
-            mk = b.load(b.gep(table, [idx]))
             xin = b.gep(xbase, [b.add(b.mul(oy0, rowstride), b.mul(ox0, sw))])
             opix = b.add(b.mul(oy0, ow), ox0)
-            b.call(mk, [xin, rowstride, wptr, wstride, koff, kk, bptr, b.gep(ybase, [opix]), plane, ow, nvalid,
-                        b.gep(rbase, [opix]), flags, lo, hi])
+            with b.if_else(pix) as (pixels, channels):
+                with pixels:
+                    iy0, ix0 = b.sub(b.mul(oy0, sh), f["pt"]), b.sub(ox0, f["pl"])
+                    b.call(px, [b.gep(xraw, [b.add(b.mul(iy0, w), ix0)]), b.mul(h, w), uoff, dyt, dxt, khkw, cg,
+                                iy0, ix0, h, w, wptr, bptr, b.gep(ybase, [opix]), plane, nvalid,
+                                b.gep(rbase, [opix]), qeff, flags, lo, hi])
+                with channels:
+                    idx = b.add(b.mul(b.sub(ocv, c64(1)), c64(rmax * pmax)),
+                                b.add(b.mul(b.sub(reff, c64(1)), c64(pmax)), b.sub(qeff, c64(1))))
+                    mk = b.load(b.gep(table, [idx]))
+                    b.call(mk, [xin, rowstride, wptr, wstride, koff, kk, bptr, b.gep(ybase, [opix]), plane, ow,
+                                nvalid, b.gep(rbase, [opix]), flags, lo, hi])
     b.ret_void()
     return fn
 
@@ -392,11 +528,13 @@ def _emit_pad_planes(module: ir.Module, pad_rows: ir.Function) -> ir.Function:
     return fn
 
 
-def _shared_pad(b: ir.IRBuilder, f: _Fields, upc: ir.Value, units: ir.Value, nsb: ir.Value) -> ir.Value:
+def _shared_pad(b: ir.IRBuilder, f: _Fields, upc: ir.Value, units: ir.Value, nsb: ir.Value, pix: ir.Value
+                ) -> ir.Value:
     """Whether chunks split the channel super-blocks of a group (so several would pad the same input planes):
-    then a padding phase split by planes runs first.  Both chunks padding all 64 planes of a 20 x 20 image
-    made resnet_mini's convolution take 178 us instead of 81 when the host makes cross-core traffic slow."""
-    return b.and_(b.icmp_signed("!=", f["pad"], c64(0)),
+    then a padding phase split by planes runs first (never for pixel tiles: they read the input unpadded).
+    Both chunks padding all 64 planes of a 20 x 20 image made resnet_mini's convolution take 178 us instead of
+    81 when the host makes cross-core traffic slow."""
+    return b.and_(b.and_(b.icmp_signed("!=", f["pad"], c64(0)), b.not_(pix)),
                   b.and_(b.icmp_signed("<", upc, units), b.icmp_signed(">", nsb, c64(1))))
 
 
@@ -415,7 +553,7 @@ def emit_conv_direct(module: ir.Module) -> ir.Function:
     f = _Fields(b, desc)
     d = b.bitcast(desc, I64P)
     bufs = b.bitcast(desc, BYTE_PTR_PTR)
-    ocv_max, _, _, nseg, nrow, nsb = _tiling(b, f)
+    ocv_max, _, _, nseg, nrow, nsb, pix = _tiling(b, f)
     tiles = b.mul(nrow, nseg)
     parts = _parts(b, nt, f["n"])
     units = b.mul(f["group"], nsb)
@@ -437,7 +575,7 @@ def emit_conv_direct(module: ir.Module) -> ir.Function:
     rows = b.select(large, rows_fair, b.not_(units_fair))
     tpc = b.select(rows, cdiv(b, tiles, smin(b, parts, tiles)), tiles)
     upc = b.select(rows, units, cdiv(b, units, smin(b, parts, units)))
-    with b.if_then(_shared_pad(b, f, upc, units, nsb)):
+    with b.if_then(_shared_pad(b, f, upc, units, nsb, pix)):
         planes = b.mul(f["n"], f["c"])
         per = cdiv(b, planes, b.mul(nt, c64(2)))
         b.store(per, b.gep(d, [c64(len(FIELDS))]))

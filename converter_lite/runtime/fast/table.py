@@ -211,6 +211,18 @@ def _gather(ctx: NodeCtx):
 
     def bind(ins, outs, ws, nt=1):
         data, ids, out = ins[0], ins[1], outs[0]
+        if ids.size == 1 and out.flags.c_contiguous:
+            # one index (a token in a decoding loop): the slice at it assigned to the output seen without the
+            # index's unit dims, 0.35 us where ``take`` with "raise" takes 1.1 (it buffers its output)
+            row = out.reshape(x.shape[:axis] + x.shape[axis + 1:])
+            lead = (slice(None),) * axis
+
+            def run_one():
+                i = ids.item()
+                if not -dim <= i < dim:
+                    raise KernelError(f"Gather: index {i} out of range for dim {dim}")
+                row[...] = data[lead + (i,)]
+            return run_one
         if ids.size <= FEW_INDICES:
             # numpy's "raise" mode checks [-dim, dim) itself (one pass, no min/max); it buffers the output,
             # which costs nothing for a few rows (a token in a decoding loop); the array's own method, not np.take
