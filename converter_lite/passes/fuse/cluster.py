@@ -39,7 +39,7 @@ DEFAULT_CLUSTER: frozenset[str] = frozenset({
     "Sin", "Cos", "Tan", "Sinh", "Cosh", "Round", "Floor", "Ceil", "Sign", "Mod", "Max", "Min", "Cast", "Where",
     "IsNaN", "IsInf", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor",
     "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift",
-    "ReduceSum", "ReduceMax", "ReduceMin",
+    "ReduceSum", "ReduceMax", "ReduceMin", "ArgMax", "ArgMin",
     "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Slice", "Expand", "Concat",
 })
 

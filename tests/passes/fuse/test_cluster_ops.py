@@ -14,9 +14,9 @@ def test_default_cluster_ops_are_registered_and_not_opaque():
 def test_default_cluster_ops_have_a_native_lowering():
     pytest.importorskip("llvmlite")
     from converter_lite.codegen.index import INDEX_MAPS
-    from converter_lite.codegen.reduce import REDUCERS
+    from converter_lite.codegen.reduce import REDUCE_OPS
     from converter_lite.codegen.scalar import SCALAR_EMITTERS
-    lowered = set(SCALAR_EMITTERS) | set(INDEX_MAPS) | set(REDUCERS)
+    lowered = set(SCALAR_EMITTERS) | set(INDEX_MAPS) | set(REDUCE_OPS)
     assert DEFAULT_CLUSTER <= lowered, sorted(DEFAULT_CLUSTER - lowered)
 
 
