@@ -41,7 +41,7 @@ from .bench_report import (
     table_lines,
     target_lines,
 )
-from .bench_timing import QUICK, Budget, interleave
+from .bench_timing import QUICK, Budget, interleave, lead_in
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_MODELS = os.path.join(ROOT, "..", "shared", "models")
@@ -137,15 +137,18 @@ TAIL_RUNS = (200, 3000)
 def tail_ratio(run, budget: Budget) -> float:
     """p99 / median of ``run`` called alone: the interleaved rounds put the other engine's spinning threads on the
     cores at the start of every block, which is no tail a caller of one engine sees (gpt2_tiny: p99/median 6.3
-    interleaved, 1.2-1.8 alone)."""
+    interleaved, 1.2-1.8 alone).  The runs start after the budget's settle lead-in, as a block does: the engine
+    that ran last may be onnxruntime, whose threads spin for ~30-45 ms, and the runs in the first 50 ms after it
+    averaged 2.4-3.6x the median against 1.2-1.7x later (bert_tiny, resnet_mini, gpt2_tiny, load 1.7-5.5), enough
+    for p99 in a window of 200-3,000 runs (resnet_mini at load 2.2: p99/median 4.5 without the lead-in, 2.2
+    with it)."""
     import numpy as np
 
     clock, times = time.perf_counter, []
     lo, hi = TAIL_RUNS
     if budget is QUICK:
         lo, hi = 20, 50
-    for _ in range(3):
-        run()
+    lead_in(run, budget.settle)
     start = clock()
     while len(times) < lo or (clock() - start < TAIL_SECONDS and len(times) < hi):
         t0 = clock()
@@ -281,8 +284,9 @@ def method_lines(args, budget: Budget, with_openvino: bool) -> list[str]:
         f"{budget.warmup} warm-up runs each; rounds until at least {budget.min_rounds} rounds "
         f"and {budget.min_seconds:g} s, at most {budget.max_seconds:g} s per model (then at least "
         f"{budget.floor_rounds} rounds). Wall time of each run call; median and p90. The p99/median column comes from "
-        "1 s (200-3,000 calls) of each engine run alone after the interleaved rounds: a block that starts right "
-        "after the other engine meets its still-spinning threads, which no caller of one engine sees."),
+        "1 s (200-3,000 calls) of each engine run alone after the interleaved rounds, past the same "
+        f"{budget.settle * 1e3:g} ms lead-in: a block that starts right after the other engine meets its "
+        "still-spinning threads, which no caller of one engine sees."),
         ("- Inputs: seeded random data (cli/inputs.py); token ids uniform in [0, 500) for the "
         "real-architecture models."),
         ("- Accuracy: one run of each engine, max|ours - onnxruntime| / max|onnxruntime| over the outputs; "

@@ -69,6 +69,16 @@ class Samples:
                 "runs": len(self.times_ms)}
 
 
+def lead_in(fn: Callable[[], object], settle: float) -> None:
+    """Untimed runs of ``fn`` until ``settle`` seconds have passed (at least one run): they outlast the
+    previous engine's spinning threads (see the module docstring)."""
+    clock = time.perf_counter
+    lead = clock()
+    fn()
+    while clock() - lead < settle:
+        fn()
+
+
 def interleave(runs: dict[str, Callable[[], object]], budget: Budget,
                progress: Callable[[int, float], None] | None = None) -> dict[str, Samples]:
     """Times each of ``runs`` (name -> zero-argument call) round-robin in blocks; see the module docstring.
@@ -94,11 +104,8 @@ def interleave(runs: dict[str, Callable[[], object]], budget: Budget,
             fn, times = runs[name], samples[name].times_ms
             if budget.pause > 0 and len(names) > 1:
                 time.sleep(budget.pause)
-            if budget.block > 1:       # untimed lead-in: outlasts the previous engine's spinning threads
-                lead = clock()
-                fn()
-                while clock() - lead < budget.settle:
-                    fn()
+            if budget.block > 1:
+                lead_in(fn, budget.settle)
             for _ in range(budget.block):
                 t0 = clock()
                 fn()

@@ -17,8 +17,10 @@ its chunks itself):
   fields it read (generations never repeat).
 * ``done`` counts finished chunks; the caller returns when it reaches nchunks.
 * Idle workers spin on ``seq`` (bumped per job) for SPIN_TICKS of the time-stamp counter (~1 ms, enough to
-  stay awake between the kernels of a run and between runs called back to back), then sleep on it with
-  futex(2); the caller wakes them only if some sleep.  Workers (nthreads - 1 of them, created on first use) never exit.
+  stay awake between the kernels of a run and between runs called back to back), calling sched_yield every
+  YIELD_TICKS so that a spinning worker never keeps a core from a thread that waits for it (the caller, or
+  another process), then sleep on it with futex(2); the caller wakes them only if some sleep.  Workers
+  (nthreads - 1 of them, created on first use) never exit.
 * After fork() the child has no workers: the caller simply runs every chunk.
 Linux x86-64 only (futex syscall number, pause instruction), like the rest of the native code path.
 """
@@ -37,6 +39,15 @@ POOL_SYMBOL = "cl_pool_parallel_for"
 # seeing 2-thread runs that slow, kept the model on one thread (4.2 ms where onnxruntime takes 2.4).  Counting
 # ticks instead of pauses keeps the window the same on CPUs whose pause takes 10 ns or 140 cycles.
 SPIN_TICKS = 1 << 21
+# time-stamp-counter ticks between the sched_yield calls of a spinning worker (~20-30 us; the first comes as it
+# starts to spin).  A pause loop never gives its core away: on this 2-vCPU VM with the other core taken, the
+# worker spun on the caller's core while the caller, runnable, waited out the worker's time slice (resnet_mini
+# at 2 threads: the slow runs, 5-7 ms against 2.5, had the caller waiting in the run queue exactly as long as
+# the worker ran, 3-4 ms, three times its share of the work).  Yielding, fixed 2 threads, old and new pool
+# alternating in one process: median 6.1 -> 2.5 ms at load 3.6 and 9.3 -> 6.4 at load 7.4, the worker's CPU
+# time 1.8-2.1 -> 0.3-0.45 ms a run (yielding every 2^20 ticks instead: 7.2 ms).  sched_yield returns at once when
+# nothing else waits for the core, so an idle machine keeps the spin's wake-up latency.
+YIELD_TICKS = 1 << 16
 WAIT_SPINS = 2000             # pause instructions the caller spins on unfinished chunks before each sched_yield
 MAX_WORKERS = 63
 SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129
@@ -105,21 +116,29 @@ def emit_pool(module: ir.Module) -> ir.Function:
     b = ir.IRBuilder(worker.append_basic_block("entry"))
     last = b.alloca(I32)
     since = b.alloca(I64)
+    next_yield = b.alloca(I64)
     tsc = ir.Function(module, ir.FunctionType(I64, []), "llvm.readcyclecounter")
     b.store(b.trunc(b.ptrtoint(worker.args[0], I64), I32), last)
     outer, wait, spin, got = (worker.append_basic_block(n) for n in ("outer", "wait", "spin", "got"))
     b.branch(outer)
     b.position_at_end(outer)
-    b.store(b.call(tsc, []), since)
+    start = b.call(tsc, [])
+    b.store(start, since)
+    b.store(start, next_yield)                 # yield first: the caller may be waiting for this very core
     b.branch(wait)
     b.position_at_end(wait)
     s = b.load_atomic(G["seq"], "acquire", 4)
     b.cbranch(b.icmp_unsigned("!=", s, b.load(last)), got, spin)
     b.position_at_end(spin)
-    spun = b.sub(b.call(tsc, []), b.load(since))
+    now = b.call(tsc, [])
+    spun = b.sub(now, b.load(since))
     with b.if_else(b.icmp_unsigned("<", spun, c64(SPIN_TICKS))) as (then, other):
-        with then:
-            b.call(pause, [])
+        with then, b.if_else(b.icmp_unsigned(">=", now, b.load(next_yield))) as (yield_, pause_):
+            with yield_:
+                b.call(sched_yield, [])
+                b.store(b.add(b.call(tsc, []), c64(YIELD_TICKS)), next_yield)
+            with pause_:
+                b.call(pause, [])
         with other:
             b.atomic_rmw("add", G["sleepers"], c32(1), "seq_cst")
             futex(b, FUTEX_WAIT_PRIVATE, b.zext(b.load(last), I64))
