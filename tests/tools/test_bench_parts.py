@@ -5,6 +5,7 @@ import math
 import os
 
 import numpy as np
+import pytest
 
 from tools import bench_engines, bench_memory
 from tools.bench_report import (
@@ -154,19 +155,23 @@ def test_memory_child_process(tmp_path):
     assert "error" in bench_memory.measure("nonsense", ms, npz, 1)
 
 
-def test_tail_ratio_measures_the_engine_alone():
-    """p99/median of an engine called alone (tools/bench.py), the figure issue 18's tail target reads."""
+def test_tail_ratio_measures_the_engine_alone(monkeypatch):
+    """p99/median of an engine called alone (tools/bench.py), the figure issue 18's tail target reads; a fake
+    clock makes the run times exact (sleeps on a shared machine are preempted now and then)."""
     import time as _time
 
     from tools.bench import tail_ratio
     from tools.bench_timing import Budget
-    calls = []
+    now, calls = [0.0], []
+    monkeypatch.setattr(_time, "perf_counter", lambda: now[0])
 
     def run():
         calls.append(1)
-        _time.sleep(0.004 if len(calls) % 25 == 0 else 0.0005)   # 4% of the calls 8x slower
-    assert tail_ratio(run, Budget()) > 5
-    steady = tail_ratio(lambda: _time.sleep(0.0005), Budget())
-    assert steady < 4                      # loose: a shared CI machine preempts sleeps now and then
+        now[0] += 0.004 if len(calls) % 25 == 0 else 0.0005      # 4% of the calls 8x slower
+    assert tail_ratio(run, Budget()) == pytest.approx(8.0)
+
+    def steady():
+        now[0] += 0.0005
+    assert tail_ratio(steady, Budget()) == pytest.approx(1.0)
     tailed = ModelResult("t", "sample", times={"O2": Samples([1.0] * 10)}, tails={"O2": 3.0})
     assert "t (3.00)" in summary_lines([tailed])[-1]
