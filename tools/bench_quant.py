@@ -13,12 +13,13 @@ Seven tables:
 * **BF16** (``--bf16=on``: MatMul/Gemm on bfloat16 weights, AVX-512 BF16's ``vdpbf16ps``) on the transformers of
   ``BF16_MODELS``, the same columns against their float conversion (a host without ``avx512_bf16``: rows saying
   the conversion was refused).
-* **FULL_QUANT** (``full_quant``) on the CNNs of ``FULL_QUANT_MODELS``: against the float conversion and against
-  onnxruntime on its own int8 QDQ model of the network.
+* **FULL_QUANT** (``full_quant``) on the CNNs of ``FULL_QUANT_MODELS`` (and YOLOv8n at 320 x 320 when ``make
+  wild-models`` fetched it): against the float conversion and against onnxruntime on its own int8 QDQ model of the
+  network.
 * **Models quantized by onnxruntime** (``quantize_static``, QDQ, per-channel int8 weights, uint8 activations,
-  8 seeded calibration inputs) for the CNN exports, in QOperator form (``QOPERATOR_MODELS``), and (``quantize_dynamic``, int8 weights, activations
-  quantized per call) for the transformers and a CNN: ours against onnxruntime on the same quantized file, and
-  the cosine between the two outputs.
+  8 seeded calibration inputs) for the CNN exports and YOLOv8n, in QOperator form (``QOPERATOR_MODELS``), and
+  (``quantize_dynamic``, int8 weights, activations quantized per call) for the transformers and a CNN: ours against
+  onnxruntime on the same quantized file, and the cosine between the two outputs.
 
 Each engine alone in blocks, rounds interleaved (bench_timing.interleave); medians.
 """
@@ -45,6 +46,7 @@ CONFIG = "[common_quant_param]\nquant_type=WEIGHT_QUANT\nbit_num=8\nmin_quant_we
          "min_quant_weight_channel=16\n"
 DYNAMIC_CONFIG = "[common_quant_param]\nquant_type=DYNAMIC_QUANT\nbit_num=8\n"
 DYNAMIC_QUANT_MODELS = ("bert_tiny", "gpt2_tiny", "vit_mini")
+WILD_MODELS = ("yolov8n_320",)      # real models (tools/wild_models.py) of the WEIGHT_QUANT, FULL_QUANT, QDQ tables
 BF16_MODELS = ("bert_tiny", "gpt2_tiny", "vit_mini")
 
 
@@ -55,13 +57,16 @@ def _cosine(a, b) -> float:
 
 
 def _sources() -> list[tuple[str, str, dict]]:
+    return [(n, os.path.join(SHARED_MODELS, f"{n}.onnx"), {}) for n in WEIGHT_MODELS
+            if os.path.exists(os.path.join(SHARED_MODELS, f"{n}.onnx"))] + _wild(WILD_MODELS)
+
+
+def _wild(names) -> list[tuple[str, str, dict]]:
+    """(name, path, input shapes) of the real models among ``names`` that ``make wild-models`` fetched."""
     from . import wild_models
-    out = [(n, os.path.join(SHARED_MODELS, f"{n}.onnx"), {}) for n in WEIGHT_MODELS
-           if os.path.exists(os.path.join(SHARED_MODELS, f"{n}.onnx"))]
-    if "yolov8n_320" in {m.name for m in wild_models.available()}:
-        m = wild_models.BY_NAME["yolov8n_320"]
-        out.append((m.name, wild_models.path_of(m), dict(m.shapes)))
-    return out
+    have = {m.name for m in wild_models.available()}
+    return [(n, wild_models.path_of(wild_models.BY_NAME[n]), dict(wild_models.BY_NAME[n].shapes)) for n in names
+            if n in have]
 
 
 def _feeds(ms_path: str):
@@ -128,13 +133,12 @@ def full_quant(threads: int, budget: Budget, work: str) -> list[dict]:
 
     from .bench_engines import onnxruntime
     rows = []
-    for name in FULL_QUANT_MODELS:
-        src = _source(name)
+    for name, src, shapes in [(n, _source(n), {}) for n in FULL_QUANT_MODELS] + _wild(WILD_MODELS):
         if not os.path.exists(src):
             continue
         row = {"model": name}
         try:
-            feeds = [_onnx_feeds(src, 10 + k) for k in range(CALIBRATION)]
+            feeds = [_onnx_feeds(src, 10 + k, shapes) for k in range(CALIBRATION)]
             lines = []
             for inp in feeds[0]:
                 d = os.path.join(work, f"{name}_cal_{len(lines)}")
@@ -147,12 +151,13 @@ def full_quant(threads: int, budget: Budget, work: str) -> list[dict]:
                 fh.write("[common_quant_param]\nquant_type=FULL_QUANT\nbit_num=8\n[data_preprocess_param]\n"
                          f"calibrate_path={','.join(lines)}\ncalibrate_size={CALIBRATION}\ninput_type=BIN\n"
                          "[full_quant_param]\nactivation_quant_method=MAX_MIN\nper_channel=true\n")
-            fl = converter_lite.convert(src, os.path.join(work, f"{name}_float"), graph_kernel_flags="--opt_level=2")
-            fq = converter_lite.convert(src, os.path.join(work, f"{name}_full"), config_file=cfg,
+            fl = converter_lite.convert(src, os.path.join(work, f"{name}_float"), input_shape=shapes or None,
                                         graph_kernel_flags="--opt_level=2")
+            fq = converter_lite.convert(src, os.path.join(work, f"{name}_full"), config_file=cfg,
+                                        input_shape=shapes or None, graph_kernel_flags="--opt_level=2")
             qdq = os.path.join(work, f"{name}_ort_qdq.onnx")
-            _static("QDQ")(src, qdq)
-            test = _onnx_feeds(src, 1)                     # not one of the calibration inputs
+            _static("QDQ", shapes)(src, qdq)
+            test = _onnx_feeds(src, 1, shapes)             # not one of the calibration inputs
             mf, mq = converter_lite.load(fl, num_threads=threads), converter_lite.load(fq, num_threads=threads)
             ort = onnxruntime(qdq, test, threads)
             row["cosine"] = min(_cosine(a, b) for a, b in zip(mf.run(test).values(), mq.run(test).values()))
@@ -165,13 +170,14 @@ def full_quant(threads: int, budget: Budget, work: str) -> list[dict]:
     return rows
 
 
-def _onnx_feeds(src: str, seed: int) -> dict:
-    """Seeded feeds for every input of ``src`` (floats: standard normal; token ids: [0, 500))."""
+def _onnx_feeds(src: str, seed: int, shapes: dict | None = None) -> dict:
+    """Seeded feeds for every input of ``src`` (floats: standard normal; token ids: [0, 500)), at ``shapes`` where
+    given (else the model's dims, 1 for a dynamic one)."""
     import onnx
     feeds = {}
     for inp in onnx.load(src).graph.input:
         t = inp.type.tensor_type
-        shape = [d.dim_value or 1 for d in t.shape.dim]
+        shape = list((shapes or {}).get(inp.name) or [d.dim_value or 1 for d in t.shape.dim])
         rng = np.random.default_rng(seed)
         feeds[inp.name] = rng.integers(0, 500, shape).astype(np.int64) if t.elem_type == 7 else \
             rng.standard_normal(shape).astype(np.float32)
@@ -184,19 +190,21 @@ def _source(name: str) -> str:
     return shared if os.path.exists(shared) else os.path.join(ROOT, "models", f"{name}.onnx")
 
 
-def _against_onnxruntime(name: str, quantize, threads: int, budget: Budget, work: str) -> dict:
-    """One row: ``quantize(src, path)`` writes the model quantized by onnxruntime; ours against onnxruntime on
-    that file (medians, each alone in blocks) and the cosine of their outputs."""
+def _against_onnxruntime(name: str, quantize, threads: int, budget: Budget, work: str, src: str | None = None,
+                         shapes: dict | None = None) -> dict:
+    """One row: ``quantize(src, path)`` writes the model quantized by onnxruntime; ours (converted at ``shapes``
+    when given) against onnxruntime on that file (medians, each alone in blocks) and the cosine of their
+    outputs."""
     import converter_lite
 
     from .bench_engines import onnxruntime
-    src = _source(name)
+    src = src or _source(name)
     row = {"model": name}
     try:
         path = os.path.join(work, f"{name}_{quantize.__name__}.onnx")
         quantize(src, path)
-        ms = converter_lite.convert(path, path[:-5], graph_kernel_flags="--opt_level=2")
-        feeds = _onnx_feeds(src, 1)
+        ms = converter_lite.convert(path, path[:-5], input_shape=shapes or None, graph_kernel_flags="--opt_level=2")
+        feeds = _onnx_feeds(src, 1, shapes)
         ours = converter_lite.load(ms, num_threads=threads)
         ort = onnxruntime(path, feeds, threads)
         row["cosine"] = _cosine(list(ours.run(feeds).values())[0], ort.run()[0])
@@ -207,12 +215,13 @@ def _against_onnxruntime(name: str, quantize, threads: int, budget: Budget, work
     return row
 
 
-def _static(fmt: str):
-    """quantize_static(src, path) in format ``fmt`` ("QDQ" or "QOperator"), 8 seeded calibration inputs."""
+def _static(fmt: str, shapes: dict | None = None):
+    """quantize_static(src, path) in format ``fmt`` ("QDQ" or "QOperator"), 8 seeded calibration inputs (at
+    ``shapes`` where given)."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     def quantize(src: str, path: str) -> None:
-        calibration = iter([_onnx_feeds(src, 10 + k) for k in range(8)])
+        calibration = iter([_onnx_feeds(src, 10 + k, shapes) for k in range(8)])
 
         class Reader(CalibrationDataReader):
             def get_next(self):
@@ -225,7 +234,9 @@ def _static(fmt: str):
 
 def qdq(threads: int, budget: Budget, work: str) -> list[dict]:
     return [_against_onnxruntime(n, _static("QDQ"), threads, budget, work) for n in QDQ_MODELS
-            if os.path.exists(_source(n))]
+            if os.path.exists(_source(n))] + \
+        [_against_onnxruntime(n, _static("QDQ", shapes), threads, budget, work, src, shapes)
+         for n, src, shapes in _wild(WILD_MODELS)]
 
 
 def qoperator(threads: int, budget: Budget, work: str) -> list[dict]:

@@ -58,7 +58,8 @@ DEFAULT_PIPELINE: tuple[StageSpec, ...] = (
            P("conv1d_as_conv2d", 2),        # 1-D Convs on the runtime's 2-D convolution paths
            P("pad_conv_fusion", 1),         # a zero Pad in front of a Conv becomes the Conv's own pads
            P("matmul_integer_to_float", 1),    # MatMulInteger -> Cast -> Mul (-> Add): the int8 GEMM's epilogue
-           P("quantized_conv", 1)),         # a QDQ model's Conv on the native int8 convolution
+           P("quantized_conv", 1),          # a QDQ model's Conv on the native int8 convolution
+           P("quantized_handoff", 1)),      # ... handing its output to the next ones as uint8
     _stage("expand",
            P("graph_kernel_expander", 1), P("graph_kernel_op_combiner", 3)),
     _stage("cluster",
@@ -122,6 +123,7 @@ from .rewrite import (  # noqa: E402,F401
     matmul_relu,
     pad_conv,
     quantized_conv,
+    quantized_handoff,
     shape_reshape,
     split_concat,
     transpose_matmul,

@@ -240,3 +240,58 @@ def test_the_body_rule():
     assert not channel_lanes_pay(20, 20, 20, 64, 16)                                         # 1x1: flat 100%
     assert not channel_lanes_pay(5, 5, 7, 8, 18) and not channel_lanes_pay(10, 10, 10, 16, 4)  # half a vector;
     assert not channel_lanes_pay(80, 80, 82, 64, 144)                                        # one; full pixels
+
+
+@pytest.mark.parametrize("case", CASES + SMALL[:3])
+@pytest.mark.parametrize("body", BODIES)
+def test_uint8_input_is_read_as_quantized(lib, case, body):
+    """A uint8 input (the uint8 hand-off: quantized by the previous convolution) gives bit for bit what the float
+    input it quantizes gives, on every body and geometry (its own packing: bytes interleaved, no division)."""
+    n, c, h, wd, m, kh, kw, pads, dil, strides = case
+    rng = np.random.default_rng(c * 10 + m + 2)
+    x = (rng.standard_normal((n, c, h, wd)) * 2).astype(np.float32)
+    w = rng.integers(-128, 128, (m, c, kh, kw)).astype(np.int8)
+    sx, zx = np.float32(0.03), 121
+    packed = PackedQConv(w, rng.uniform(0.001, 0.01, m).astype(np.float32), sx, zx,
+                         rng.standard_normal(m).astype(np.float32))
+    acc = _int_conv(_quantize(x, sx, zx), zx, w, pads, dil, strides)
+    want = np.full(acc.shape, np.nan, np.float32)
+    got = np.full(acc.shape, np.nan, np.float32)
+    qconv_step(lib.support(QCONV_SYMBOL), packed, x, want, pads, dil, 2, strides=strides, **body)()
+    qconv_step(lib.support(QCONV_SYMBOL), packed, _quantize(x, sx, zx).astype(np.uint8), got, pads, dil, 2,
+               strides=strides, **body)()
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("case", CASES[:4] + SMALL[:4])
+@pytest.mark.parametrize("body", BODIES)
+@pytest.mark.parametrize("tail", ["requantize", "silu"])
+@pytest.mark.parametrize("nt", [1, 3])
+def test_uint8_output_is_the_quantized_round_trip(lib, case, body, tail, nt):
+    """A uint8 output holds QuantizeLinear's bytes of the output's last pair (the round trip's, or with a SiLU the
+    product's), exactly the values the float output's round trip dequantizes; after a clamp, with NaN input."""
+    n, c, h, wd, m, kh, kw, pads, dil, strides = case
+    rng = np.random.default_rng(c * 10 + m + 3)
+    x = (rng.standard_normal((n, c, h, wd)) * 3).astype(np.float32)
+    x.flat[1] = np.nan
+    w = rng.integers(-128, 128, (m, c, kh, kw)).astype(np.int8)
+    packed = PackedQConv(w, rng.uniform(0.001, 0.01, m).astype(np.float32), np.float32(0.05), 118,
+                         rng.standard_normal(m).astype(np.float32))
+    pair = (np.float32(0.04), 37)
+    kw_ = {"requantize": pair, "clamp": (-1.5, np.inf)} if tail == "requantize" else \
+        {"requantize": (np.float32(0.06), 90), "silu": True, "silu_requantize": ((np.float32(1 / 255), 0), pair)}
+    shape = _int_conv(np.zeros((n, c, h, wd), np.int64), 0, w, pads, dil, strides).shape
+    yf = np.full(shape, np.nan, np.float32)
+    yq = np.zeros(shape, np.uint8)
+    qconv_step(lib.support(QCONV_SYMBOL), packed, x, yf, pads, dil, nt, strides=strides, **body, **kw_)()
+    qconv_step(lib.support(QCONV_SYMBOL), packed, x, yq, pads, dil, nt, strides=strides, **body, **kw_)()
+    np.testing.assert_array_equal(yq, _quantize(yf, *pair))
+    np.testing.assert_array_equal((yq.astype(np.float32) - np.float32(pair[1])) * pair[0], yf)
+
+
+def test_uint8_output_needs_its_pair(lib):
+    packed = PackedQConv(np.ones((4, 4, 1, 1), np.int8), np.ones(4, np.float32), np.float32(1), 0, None)
+    x, y = np.zeros((1, 4, 6, 6), np.float32), np.zeros((1, 4, 6, 6), np.uint8)
+    assert qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, (0, 0, 0, 0), (1, 1), 1) is None
+    assert qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, (0, 0, 0, 0), (1, 1), 1, silu=True,
+                      requantize=(np.float32(1), 0)) is None              # a SiLU: the product's pair is last

@@ -148,8 +148,9 @@ def test_a_pad_in_front_of_the_quantization_moves_into_the_conv(tmp_path):
 
 @pytest.mark.parametrize("strides", [(1, 1), (2, 2)])
 def test_qlinear_conv_runs_on_the_int8_convolution(tmp_path, strides):
-    """QLinearConv (uint8 activations, int8 weights per channel, an int32 bias): the int8 convolution, then the
-    requantization; within one quantization step of onnxruntime."""
+    """QLinearConv (uint8 activations, int8 weights per channel, an int32 bias): the int8 convolution reading the
+    uint8 input and writing the requantized uint8 output itself (no kernel around it); within one quantization
+    step of onnxruntime."""
     rng = np.random.default_rng(11)
     w = rng.integers(-127, 128, (12, 8, 3, 3)).astype(np.int8)
     inits = {"xs": np.array(0.05, np.float32), "xz": np.array(120, np.uint8), "w": w,
@@ -161,7 +162,8 @@ def test_qlinear_conv_runs_on_the_int8_convolution(tmp_path, strides):
     model = make_model([node], [tensor_info("x", np.uint8, [1, 8, 15, 17])], [tensor_info("y", np.uint8, None)],
                        initializers=inits)
     ms = _convert(tmp_path, model)
-    assert [n.op for n in load_model(ms).graph.nodes].count("QuantizedConv") == 1
+    (conv,) = load_model(ms).graph.nodes
+    assert conv.op == "QuantizedConv" and conv.attrs["uint8_out"] == 1 and str(conv.inputs[0].type.dtype.np) == "uint8"
     x = rng.integers(0, 256, (1, 8, 15, 17)).astype(np.uint8)
     got = converter_lite.load(ms).run({"x": x})["y"].astype(np.int32)
     want = run_ort(model, {"x": x})[0].astype(np.int32)

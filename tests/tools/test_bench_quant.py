@@ -36,6 +36,7 @@ def test_quick_measurement(monkeypatch):
     monkeypatch.setattr(bench_quant, "WEIGHT_MODELS", ("resnet_mini",))
     monkeypatch.setattr(bench_quant, "QDQ_MODELS", ("resnet_mini",))
     monkeypatch.setattr(bench_quant, "DYNAMIC_MODELS", (("resnet_mini", ["Conv"]),))
+    monkeypatch.setattr(bench_quant, "WILD_MODELS", ())
     monkeypatch.setattr(bench_quant, "_sources", lambda: [("resnet_mini", os.path.join(
         bench_quant.SHARED_MODELS, "resnet_mini.onnx"), {})])
     r = bench_quant.measure(threads=2, quick=True)

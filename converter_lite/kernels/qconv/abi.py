@@ -7,13 +7,15 @@ convolved with int8 weights (one scale per output channel) in int32, the sums sc
 channel plus the bias -- ``Conv(DequantizeLinear(QuantizeLinear(x)), DequantizeLinear(w), B)``, the form a QDQ
 model gives its convolutions.  ``desc``: ``FIELDS`` i64 words (floats ``lo``/``hi`` as float64 bit patterns),
 then ``EXTRA`` words the entry point writes for its chunks (planes per chunk, rows per chunk).  ``wc``: the
-weights packed for the channel-lane body (emit_channels.py), 0 for the pixel-lane one.
+weights packed for the channel-lane body (emit_channels.py), 0 for the pixel-lane one.  ``xu8`` = 1: ``x`` is
+uint8, quantized already (the uint8 hand-off); ``yu8`` = 1: ``y`` is uint8, the output's last quantization pair
+(``pscale``/``pzp`` with a SiLU, else ``oscale``/``ozp``) quantizes it instead of a round trip.
 """
 QCONV_SYMBOL = "cl_qconv2d_v1"
 SYMBOLS = (QCONV_SYMBOL,)
 FIELDS = ("n", "c", "h", "w", "m", "oh", "ow", "pt", "pl", "hp", "wp", "cq", "x", "xscale", "xzp", "xq", "wq",
           "kq", "koff", "comp", "scale", "bias", "y", "residual", "clamp", "lo", "hi", "sh", "sw", "wps", "flat",
-          "hps", "plane", "oscale", "ozp", "silu", "sscale", "szp", "pscale", "pzp", "wc")
+          "hps", "plane", "oscale", "ozp", "silu", "sscale", "szp", "pscale", "pzp", "wc", "xu8", "yu8")
 STRIDES = (1, 2)                    # column strides: the packed rows are split into this many column phases
 EXTRA = 2
 QUAD = 4                            # input channels per int32 lane of the packed input (vpdpbusd's four bytes)
@@ -21,16 +23,17 @@ OPS = ("QuantizedConv",)
 
 
 def select(node) -> tuple[str, ...]:
-    """QuantizedConv of a float32 NCHW input with constant scalar scale and uint8 zero point, constant int8
-    weights ``[M, C, kh, kw]`` with a scale per output channel, one group, column stride 1 or 2 (any row stride,
-    dilation and padding)."""
+    """QuantizedConv of a float32 (or, quantized already, uint8) NCHW input with constant scalar scale and uint8
+    zero point, constant int8 weights ``[M, C, kh, kw]`` with a scale per output channel, one group, column
+    stride 1 or 2 (any row stride, dilation and padding)."""
     import numpy as np
     ins = node.inputs
     if len(ins) < 5 or any(v is None for v in ins[:5]):
         return ()
     x, xs, xz, w, ws = ins[:5]
     b = ins[5] if len(ins) > 5 else None
-    if x.type is None or x.type.shape is None or len(x.type.shape) != 4 or str(x.type.dtype.np) != "float32":
+    if x.type is None or x.type.shape is None or len(x.type.shape) != 4 or \
+            str(x.type.dtype.np) not in ("float32", "uint8"):
         return ()
     if xs.const is None or xs.const.size != 1 or xs.const.dtype != np.float32:
         return ()
@@ -53,4 +56,6 @@ def select(node) -> tuple[str, ...]:
     if ys is not None and (ys.const is None or ys.const.size != 1 or ys.const.dtype != np.float32 or yz is None
                            or yz.const is None or yz.const.size != 1 or yz.const.dtype != np.uint8):
         return ()
+    if a.get("uint8_out") and (a.get("silu_product_q") if a.get("silu") else ys) is None:
+        return ()                                       # (no pair quantizes the uint8 output)
     return SYMBOLS

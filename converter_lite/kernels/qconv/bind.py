@@ -6,7 +6,8 @@ per-channel int32 ``comp = x_zero_point * sum(w[o])``, float32 ``scale = x_scale
 for the channel-lane body (emit_channels.py) also ``wc [M/16][kq][16][4]``, packed when a bind first picks it.
 
 ``qconv_step(address, packed, x, y, geometry, nt, residual=None, clamp=None, requantize=None)`` -> the bound step
-(``requantize`` = (scale, zero point): the output stored as DequantizeLinear(QuantizeLinear(y)), uint8): the record
+(``requantize`` = (scale, zero point): the output stored as DequantizeLinear(QuantizeLinear(y)), uint8; a uint8 ``x``
+is read as quantized already, a uint8 ``y`` takes the output's last pair's QuantizeLinear bytes): the record
 (abi.FIELDS) and the packed-input workspace ``xq`` (``n * cq * plane * 4`` bytes and a slack the pixel vectors
 of a row's last segment may read past the end); the body as ``channel_lanes_pay`` says, unless the caller picks
 one (``channel_lanes``, or ``flat`` for the pixel-lane body's mode).
@@ -114,8 +115,8 @@ def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, 
                requantize: tuple[float, int] | None = None, silu: bool = False,
                silu_requantize: tuple[tuple[float, int] | None, tuple[float, int] | None] = (None, None),
                channel_lanes: bool | None = None):
-    """The bound step, or None when the buffers do not fit (not contiguous float32 NCHW, a column stride
-    other than 1 or 2)."""
+    """The bound step, or None when the buffers do not fit (not contiguous float32 or uint8 NCHW, a column
+    stride other than 1 or 2, a uint8 ``y`` without a last quantization pair)."""
     n, c, h, w = x.shape
     pt, pl, pb, pr = pads
     sh, sw = strides
@@ -126,8 +127,12 @@ def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, 
     plane = sh * sw * hps * wps                             # words per channel quad
     oh = (hp - dilations[0] * (packed.kh - 1) - 1) // sh + 1
     ow = (wp - dilations[1] * (packed.kw - 1) - 1) // sw + 1
-    if c != packed.c or y.shape != (n, packed.m, oh, ow) or x.dtype != np.float32 or y.dtype != np.float32 or \
+    io = (np.float32, np.uint8)
+    if c != packed.c or y.shape != (n, packed.m, oh, ow) or x.dtype not in io or y.dtype not in io or \
             not x.flags.c_contiguous or not y.flags.c_contiguous or min(oh, ow) <= 0:
+        return None
+    yu8 = y.dtype == np.uint8
+    if yu8 and (silu_requantize[1] if silu else requantize) is None:
         return None
     if residual is not None and (residual.shape != y.shape or residual.dtype != np.float32 or
                                  not residual.flags.c_contiguous):
@@ -141,7 +146,7 @@ def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, 
              "koff": koff.ctypes.data, "comp": data_address(packed.comp), "scale": data_address(packed.scale),
              "bias": 0 if packed.bias is None else data_address(packed.bias), "y": data_address(y),
              "residual": 0 if residual is None else data_address(residual), "sh": sh, "sw": sw, "wps": wps,
-             "hps": hps, "plane": plane}
+             "hps": hps, "plane": plane, "xu8": int(x.dtype == np.uint8), "yu8": int(yu8)}
     if channel_lanes is None:                   # (a caller that picks the pixel-lane body's mode gets that body)
         channel_lanes = flat is None and channel_lanes_pay(oh, ow, wps, packed.m, packed.kq)
     if channel_lanes:

@@ -12,7 +12,9 @@ Two phases, each across the thread pool:
    two shuffled halves of each 16-pixel vector), so at every tap the pixels of an output row, and output rows one
    after the other, are consecutive words: a strided convolution reads like a stride-1 one.  Each value is
    ``saturate(round_half_even(x / scale) + zero_point)`` (NaN -> 0), QuantizeLinear's arithmetic; 16 pixels of four
-   channel rows become one 64-byte store.
+   channel rows become one 64-byte store.  A uint8 input (``xu8``: the previous int8 convolution quantized it
+   already, the uint8 hand-off) is only interleaved: 16 bytes of each channel row, no division (its own pool
+   body, ``.pack_u8``).
 2. **Convolve** (chunks of units: a pixel run times a block of up to ``MR`` output channels; a run is one output
    row's segment of up to 32 pixels, or, for a small plane (``flat``), 32 consecutive words of the phase plane over
    rows, the columns past ``ow`` computed and not stored); a microkernel keeps the ``mr x 32`` int32 sums in
@@ -26,7 +28,9 @@ Two phases, each across the thread pool:
    and dequantized again with the output's scale and zero point (``oscale`` != 0: a QDQ model's next QuantizeLinear
    -> DequantizeLinear pair, taken into the epilogue), then (``silu`` = 1) times its sigmoid (codegen/mathfn.py's
    float32 sigmoid), the sigmoid and the product each through their own pair when ``sscale`` / ``pscale`` != 0 (a
-   QDQ model's SiLU), stored NCHW with masked stores (one per output row a run touches).
+   QDQ model's SiLU), stored NCHW with masked stores (one per output row a run touches): float32, or (``yu8``) the
+   uint8 bytes of the output's last quantization pair instead of its round trip (the next int8 convolution reads
+   them as they are).
 
    Or, when the record's ``wc`` is set (bind.py's ``channel_lanes_pay``: where it fills more lanes than the
    pixel vectors above, e.g. on a 5 x 5 or 10 x 10 plane), emit_channels.py's channel-lane body: the lanes run over 16
@@ -51,6 +55,7 @@ from ...codegen.vector import (
     VL,
     c64,
     cdiv,
+    clamp_lanes,
     smin,
     splat,
     splat_i32,
@@ -60,6 +65,7 @@ from ..qgemm.emit import VNNI_FEATURES, _dot4, _masked_store
 
 from . import emit_channels
 from .emit_epilogue import (
+    BYTES,
     FLAG_BIAS,
     FLAG_CLAMP,
     FLAG_FQ,
@@ -67,9 +73,12 @@ from .emit_epilogue import (
     FLAG_RES,
     FLAG_SFQ,
     FLAG_SILU,
+    FLAG_U8,
     _mload,
-    _quant_tail,
-    _round_trip,
+    bytes_of,
+    quantize_out,
+    silu_pass,
+    store_bytes,
 )
 from .abi import EXTRA, FIELDS, QCONV_SYMBOL, QUAD
 
@@ -122,10 +131,12 @@ def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool) -> ir.Function:
 
 def _epilogue(module: ir.Module) -> ir.Function:
     """``cl_qconv.epi(tile, mr, nv, y, ystride, npix, comp, ...)`` (the microkernels' arguments from ``y`` on):
-    the ``mr x nv`` sums of ``tile [MR][2]`` finished and stored, channel by channel for each vector (its masks,
-    and in flat mode its rows, computed once for the ``mr`` channels).  One function for every microkernel:
-    inlined in each of the 24, the epilogue was most of the driver's code (205 KB; 63 KB now, emit_channels.py's body
-    included), at no cost in time (one thread, new / old: 0.99 for 1x1 64->64 on 20 x 20, flat; 0.98 for 3x3
+    the ``mr x nv`` sums of ``tile [MR][2]`` finished and stored: scale, bias, residual, clamp, the output's
+    round trip or quantization, the masked stores (in flat mode one per output row the vector touches, its masks
+    computed once for the ``mr`` channels); with SiLU in three loops over a vector's ``mr`` channels, the values,
+    SiLU over them (emit_epilogue.py ``silu_pass``, one call), the stores.  One function for every microkernel:
+    inlined in each of the 24, the epilogue was most of the driver's code (205 KB; 63 KB now, emit_channels.py's
+    body included), at no cost in time (one thread, new / old: 0.99 for 1x1 64->64 on 20 x 20, flat; 0.98 for 3x3
     64->64 on 20 x 20; 0.78 for 1x1 16->96 on 40 x 40)."""
     fnty = ir.FunctionType(VOID, [IVECP, I64, I64] + list(MK_TYPE.args[5:]))
     fn = internal_function(module, "cl_qconv.epi", fnty, noalias=(0, 3))
@@ -135,50 +146,27 @@ def _epilogue(module: ir.Module) -> ir.Function:
     tile, mr, nv, y, ystride, npix, comp, scale, bias, res, flags, lo, hi, fwp, fow, ftotal, \
         osc, ozp, ssc, szp, psc, pzp = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    mload, fstore = _mload(module), _masked_store(module, VEC)
+    mload, fstore, bstore = _mload(module), _masked_store(module, VEC), store_bytes(module)
     iota = ir.Constant(IVEC, list(range(VL)))
     on = lambda bit: b.icmp_unsigned("!=", b.and_(flags, c64(bit)), c64(0))
     has_bias, has_res, has_clamp = on(FLAG_BIAS), on(FLAG_RES), on(FLAG_CLAMP)
+    has_fq, has_silu, has_u8 = on(FLAG_FQ), on(FLAG_SILU), on(FLAG_U8)
+    u8_plain = b.and_(has_u8, b.not_(has_silu))          # a uint8 output quantized with the output's pair
     lov, hiv = splat(b, lo), splat(b, hi)
-    quant_tail = _quant_tail(module)
-    has_fq, has_silu = on(FLAG_FQ), on(FLAG_SILU)
-    silu_slot = b.alloca(VEC)
+    ybytes = b.bitcast(y, BYTE_PTR)
+    vals, qvals = b.alloca(VEC, MR), b.alloca(VEC, MR)       # one vector's mr channels: values, quantized lanes
+    vals.align = qvals.align = 64
     zero = ir.Constant(VEC, None)
     bias_at = b.select(has_bias, bias, scale)                       # (a readable address either way)
-    res_at = b.select(has_res, res, y)
-    none = ir.Constant(MASK, [0] * VL)
-    res_on = b.select(has_res, ir.Constant(MASK, [1] * VL), none)
+    res_on = b.select(has_res, ir.Constant(MASK, [1] * VL), ir.Constant(MASK, [0] * VL))
 
-    def finish(bb, out, off, mask):
-        """The residual, the clamp, the output's quantization round trip (each as the flags say), a masked store
-        at y + off."""
-        rv = bb.call(mload, [bb.bitcast(bb.gep(res_at, [off]), VECP), ir.Constant(I32, 4), bb.and_(mask, res_on),
-                             zero])
-        out = bb.select(has_res, bb.fadd(out, rv), out)
-        clamped = bb.select(bb.fcmp_ordered("<", out, lov), lov, out)
-        clamped = bb.select(bb.fcmp_ordered(">", clamped, hiv), hiv, clamped)
-        out = bb.select(has_clamp, clamped, out)
-        out = bb.select(has_fq, _round_trip(bb, out, osc, ozp), out)      # the output's QuantizeLinear -> DQ
-        bb.store(out, silu_slot)
-        with bb.if_then(has_silu):                                        # SiLU (rare): one shared function
-            bb.store(bb.call(quant_tail, [out, flags, ssc, szp, psc, pzp]), silu_slot)
-        out = bb.load(silu_slot)
-        bb.call(fstore, [out, bb.bitcast(bb.gep(y, [off]), VECP), ir.Constant(I32, 4), mask])
-
-    def sums(i, v):
-        """Channel i's vector v of the tile, as float32 with the bias."""
-        acc = b.load(b.gep(tile, [b.add(b.mul(i, c64(2)), v)]), align=64)
-        bi = b.select(has_bias, splat(b, b.load(b.gep(bias_at, [i]))), zero)
-        return b.fadd(b.fmul(b.sitofp(b.sub(acc, splat_i32(b, b.load(b.gep(comp, [i])))), VEC),
-                             splat(b, b.load(b.gep(scale, [i])))), bi)
-
-    with for_range(b, 0, nv, "v") as v:
+    def parts(v, body):
+        """``body(offset, mask)`` for each part of vector ``v`` in y (offsets from channel 0's plane): the row's
+        segment, or in flat mode each output row the vector's lanes touch."""
         fs = b.add(npix, b.mul(v, c64(VL)))
         with b.if_else(b.icmp_signed("==", fwp, c64(0))) as (rowwise, flat):
             with rowwise:
-                mask = b.icmp_signed("<", iota, splat_i32(b, b.sub(npix, b.mul(v, c64(VL)))))
-                with for_range(b, 0, mr, "i") as i:
-                    finish(b, sums(i, v), b.add(b.mul(i, ystride), b.mul(v, c64(VL))), mask)
+                body(b.mul(v, c64(VL)), b.icmp_signed("<", iota, splat_i32(b, b.sub(npix, b.mul(v, c64(VL))))))
             with flat:
                 # lane j is flat index f = fs + j, output (f // wp, f % wp) when f % wp < ow and f < total: the
                 # lanes of one output row r are contiguous in y, so each row the vector touches is one masked
@@ -188,11 +176,65 @@ def _epilogue(module: ir.Module) -> ir.Function:
                         for_range(b, b.sdiv(fs, fwp), b.add(b.sdiv(last, fwp), c64(1)), "row") as r:
                     lo_lane = b.sub(b.mul(r, fwp), fs)
                     hi_lane = smin(b, b.add(lo_lane, fow), b.sub(ftotal, fs))
-                    mask = b.and_(b.icmp_signed(">=", iota, splat_i32(b, lo_lane)),
-                                  b.icmp_signed("<", iota, splat_i32(b, hi_lane)))
-                    base = b.add(fs, b.mul(r, b.sub(fow, fwp)))
-                    with for_range(b, 0, mr, "i") as i:
-                        finish(b, sums(i, v), b.add(b.mul(i, ystride), base), mask)
+                    body(b.add(fs, b.mul(r, b.sub(fow, fwp))),
+                         b.and_(b.icmp_signed(">=", iota, splat_i32(b, lo_lane)),
+                                b.icmp_signed("<", iota, splat_i32(b, hi_lane))))
+
+    def add_residual(off, mask):
+        with for_range(b, 0, mr, "i") as i:
+            at = b.gep(res, [b.add(b.mul(i, ystride), off)])
+            rv = b.call(mload, [b.bitcast(at, VECP), ir.Constant(I32, 4), mask, zero])
+            b.store(b.fadd(b.load(b.gep(vals, [i])), rv), b.gep(vals, [i]))
+
+    def store(off, mask):
+        with for_range(b, 0, mr, "i") as i:
+            at = b.add(b.mul(i, ystride), off)
+            with b.if_else(has_u8) as (as_bytes, as_floats):
+                with as_bytes:
+                    b.call(bstore, [bytes_of(b, b.load(b.gep(qvals, [i]))),
+                                    b.bitcast(b.gep(ybytes, [at]), BYTES.as_pointer()), ir.Constant(I32, 1), mask])
+                with as_floats:
+                    b.call(fstore, [b.load(b.gep(vals, [i])), b.bitcast(b.gep(y, [at]), VECP), ir.Constant(I32, 4),
+                                    mask])
+
+    def sums(i, v):
+        """Channel i's vector v of the tile, as float32 with the bias."""
+        acc = b.load(b.gep(tile, [b.add(b.mul(i, c64(2)), v)]), align=64)
+        bi = b.select(has_bias, splat(b, b.load(b.gep(bias_at, [i]))), zero)
+        return b.fadd(b.fmul(b.sitofp(b.sub(acc, splat_i32(b, b.load(b.gep(comp, [i])))), VEC),
+                             splat(b, b.load(b.gep(scale, [i])))), bi)
+
+    def finish(v, off, mask):
+        """Without SiLU: the ``mr`` channels of vector ``v``'s part at ``off`` each computed and stored in one go
+        (in registers: three loops over a stack tile made small 1x1 convolutions 1.5x slower)."""
+        with for_range(b, 0, mr, "i") as i:
+            at = b.add(b.mul(i, ystride), off)
+            rv = b.call(mload, [b.bitcast(b.gep(res, [at]), VECP), ir.Constant(I32, 4), b.and_(mask, res_on), zero])
+            out = sums(i, v)
+            out = b.select(has_res, b.fadd(out, rv), out)
+            out = b.select(has_clamp, clamp_lanes(b, out, lov, hiv), out)
+            out, t = quantize_out(b, out, has_fq, u8_plain, osc, ozp)
+            with b.if_else(has_u8) as (as_bytes, as_floats):
+                with as_bytes:
+                    b.call(bstore, [bytes_of(b, t), b.bitcast(b.gep(ybytes, [at]), BYTES.as_pointer()),
+                                    ir.Constant(I32, 1), mask])
+                with as_floats:
+                    b.call(fstore, [out, b.bitcast(b.gep(y, [at]), VECP), ir.Constant(I32, 4), mask])
+
+    with b.if_else(has_silu) as (with_silu, plain):
+        with plain, for_range(b, 0, nv, "v") as v:
+            parts(v, lambda off, mask: finish(v, off, mask))
+        with with_silu, for_range(b, 0, nv, "v") as v:
+            with for_range(b, 0, mr, "i") as i:
+                b.store(sums(i, v), b.gep(vals, [i]))
+            with b.if_then(has_res):
+                parts(v, add_residual)
+            with for_range(b, 0, mr, "i") as i:             # the clamp, the output's round trip
+                out = b.load(b.gep(vals, [i]))
+                out = b.select(has_clamp, clamp_lanes(b, out, lov, hiv), out)
+                b.store(quantize_out(b, out, has_fq, u8_plain, osc, ozp)[0], b.gep(vals, [i]))
+            b.call(silu_pass(module), [vals, qvals, mr, flags, ssc, szp, psc, pzp])
+            parts(v, store)
     b.ret_void()
     return fn
 
@@ -214,14 +256,15 @@ def _pack_units(b: ir.IRBuilder, f: dict) -> ir.Value:
     return b.select(_flat_pack(b, f), planes, b.mul(planes, f["hp"]))
 
 
-def _pack_body(module: ir.Module) -> ir.Function:
+def _pack_body(module: ir.Module, u8: bool) -> ir.Function:
     """The pool body of phase 1: padded rows ``[chunk * per, ...)`` of ``n * cq * hp`` (image, channel quad,
-    row): each row filled with the zero point's word, then (an input row) its quantized pixels written over; or
-    (``_flat_pack``) planes ``[chunk * per, ...)`` of ``n * cq`` at once: a row of 5 pixels quantized in a
-    vector of its own left 11 of 16 lanes idle, and packing a 480-channel 5 x 5 input took most of a 480->16
-    1x1 convolution's 10.8 us (one thread); 5.3 us flat (480->80: 14.4 -> 9.0 us, 192->16 at 10 x 10: 10.2 ->
-    7.2 us)."""
-    fn = ir.Function(module, BODY_TYPE, f"{QCONV_SYMBOL}.pack")
+    row): each row filled with the zero point's word (an input row of column stride 1: its borders only), then (an
+    input row) its quantized pixels written; or (``_flat_pack``) planes ``[chunk * per, ...)`` of ``n * cq`` at
+    once: a row of 5 pixels quantized in a vector of its own left 11 of 16 lanes idle, and packing a 480-channel
+    5 x 5 input took most of a 480->16 1x1 convolution's 10.8 us (one thread); 5.3 us flat (480->80: 14.4 ->
+    9.0 us, 192->16 at 10 x 10: 10.2 -> 7.2 us).  ``u8``: the body for a uint8 input (``.pack_u8``), its bytes
+    taken as they are."""
+    fn = ir.Function(module, BODY_TYPE, f"{QCONV_SYMBOL}.pack_u8" if u8 else f"{QCONV_SYMBOL}.pack")
     fn.linkage = "internal"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     d, f = _fields(b, fn.args[0])
@@ -230,7 +273,7 @@ def _pack_body(module: ir.Module) -> ir.Function:
     sh, sw = f["sh"], f["sw"]
     r0 = b.mul(fn.args[1], per)
     r1 = smin(b, _pack_units(b, f), b.add(r0, per))
-    x = b.inttoptr(f["x"], FPT)
+    x = b.inttoptr(f["x"], BYTE_PTR if u8 else FPT)
     xq = b.inttoptr(f["xq"], I32P)
     sx = splat(b, b.load(b.inttoptr(f["xscale"], FPT)))
     zp = f["xzp"]
@@ -239,6 +282,8 @@ def _pack_body(module: ir.Module) -> ir.Function:
     rint = module.globals.get("llvm.rint.v16f32") or ir.Function(
         module, ir.FunctionType(VEC, [VEC]), "llvm.rint.v16f32")
     mload, istore = _mload(module), _masked_store(module, IVEC)
+    bload = module.globals.get("llvm.masked.load.v16i8.p0v16i8") or ir.Function(
+        module, ir.FunctionType(BYTES, [BYTES.as_pointer(), I32, MASK, BYTES]), "llvm.masked.load.v16i8.p0v16i8")
     iota = ir.Constant(IVEC, list(range(VL)))
     zero = ir.Constant(VEC, None)
     top = ir.Constant(VEC, [255.0] * VL)
@@ -247,22 +292,38 @@ def _pack_body(module: ir.Module) -> ir.Function:
     odds = ir.Constant(IVEC, [2 * i + 1 for i in range(VL // 2)] + [1] * (VL // 2))
     phase0 = b.and_(f["pl"], c64(1))                 # column phase of lane 0 (ix steps by 16: fixed per conv)
 
+    zbytes = b.trunc(splat_i32(b, zp), BYTES)
+    pairs = ir.Constant(ir.VectorType(I32, 2 * VL), [k // 2 + (k % 2) * VL for k in range(2 * VL)])
+    quads = ir.Constant(ir.VectorType(I32, 4 * VL), [(k // 4) * 2 + k % 2 + (k % 4 // 2) * 2 * VL
+                                                     for k in range(4 * VL)])
+
     def quad_words(img, q, at, mask):
         """The packed words of the input pixels ``at .. at + 15`` (offsets in a channel plane; lanes of ``mask``)
-        of channel quad ``q`` of image ``img``."""
+        of channel quad ``q`` of image ``img``: a uint8 input's four rows of 16 bytes interleaved by two byte
+        shuffles (zero-extending each row to words and shifting them together, the packing took 1.15x as long:
+        96->4 1x1 at 40 x 40, one thread)."""
         packed = ir.Constant(IVEC, None)
+        rows = []
         for rr in range(QUAD):
             ch = b.add(b.mul(q, c64(QUAD)), c64(rr))
             real = b.icmp_signed("<", ch, c)
             src = b.gep(x, [b.add(b.mul(b.add(b.mul(img, c), b.select(real, ch, c64(0))), b.mul(h, w)), at)])
             lanes = b.and_(mask, b.select(real, ir.Constant(MASK, [1] * VL), ir.Constant(MASK, [0] * VL)))
-            xv = b.call(mload, [b.bitcast(src, VECP), ir.Constant(I32, 4), lanes, zero])
-            tq = b.fadd(b.call(rint, [b.fdiv(xv, sx)]), zf)
-            tq = b.select(b.fcmp_unordered("uno", tq, tq), zero, tq)                 # NaN -> 0
-            tq = b.select(b.fcmp_ordered("<", tq, zero), zero, tq)
-            tq = b.select(b.fcmp_ordered(">", tq, top), top, tq)
-            qv = b.select(real, b.fptosi(tq, IVEC), splat_i32(b, zp))
-            packed = b.or_(packed, b.shl(qv, ir.Constant(IVEC, [8 * rr] * VL)))
+            if u8:
+                xv = b.call(bload, [b.bitcast(src, BYTES.as_pointer()), ir.Constant(I32, 1), lanes,
+                                    ir.Constant(BYTES, None)])
+                rows.append(b.select(real, xv, zbytes))
+            else:
+                xv = b.call(mload, [b.bitcast(src, VECP), ir.Constant(I32, 4), lanes, zero])
+                tq = b.fadd(b.call(rint, [b.fdiv(xv, sx)]), zf)
+                tq = b.select(b.fcmp_unordered("uno", tq, tq), zero, tq)                 # NaN -> 0
+                tq = b.select(b.fcmp_ordered("<", tq, zero), zero, tq)
+                tq = b.select(b.fcmp_ordered(">", tq, top), top, tq)
+                qv = b.select(real, b.fptosi(tq, IVEC), splat_i32(b, zp))
+                packed = b.or_(packed, b.shl(qv, ir.Constant(IVEC, [8 * rr] * VL)))
+        if u8:                          # bytes r0[i], r1[i], r2[i], r3[i] make word i
+            low, high = b.shuffle_vector(rows[0], rows[1], pairs), b.shuffle_vector(rows[2], rows[3], pairs)
+            packed = b.bitcast(b.shuffle_vector(low, high, quads), IVEC)
         return packed
 
     with b.if_else(_flat_pack(b, f)) as (whole_planes, by_rows):
@@ -295,13 +356,24 @@ def _pack_body(module: ir.Module) -> ir.Function:
             phase_words = b.mul(hps, wps)
             row = b.gep(xq, [b.add(b.mul(plane, plane_words),
                                    b.add(b.mul(b.mul(b.srem(iyp, sh), sw), phase_words), b.mul(b.sdiv(iyp, sh), wps)))])
-            with for_range(b, 0, sw, "cp") as cp, \
-                    for_range(b, 0, cdiv(b, wps, c64(VL)), "fill") as k:            # the zero point's word
-                mask = b.icmp_signed("<", iota, splat_i32(b, b.sub(wps, b.mul(k, c64(VL)))))
-                at = b.gep(row, [b.add(b.mul(cp, phase_words), b.mul(k, c64(VL)))])
-                b.call(istore, [zword, b.bitcast(at, IVECP), ir.Constant(I32, 4), mask])
             iy = b.sub(iyp, f["pt"])
             inside = b.and_(b.icmp_signed(">=", iy, c64(0)), b.icmp_signed("<", iy, h))
+
+            def fill(at, count):
+                """The zero point's word at ``count`` words from ``at``."""
+                with for_range(b, 0, cdiv(b, count, c64(VL)), "fill") as k:
+                    mask = b.icmp_signed("<", iota, splat_i32(b, b.sub(count, b.mul(k, c64(VL)))))
+                    b.call(istore, [zword, b.bitcast(b.gep(at, [b.mul(k, c64(VL))]), IVECP), ir.Constant(I32, 4),
+                                    mask])
+            # the zero point's word where no pixel goes: an input row of stride 1 only in its borders (filling it
+            # whole first wrote its words twice: the packing took 1.15x as long with a uint8 input, 1.1x with a
+            # float one, 96->4 1x1 at 40 x 40, one thread)
+            with b.if_else(b.and_(inside, b.icmp_signed("==", sw, c64(1)))) as (borders, whole):
+                with borders:
+                    fill(row, f["pl"])
+                    fill(b.gep(row, [b.add(f["pl"], w)]), b.sub(wps, b.add(f["pl"], w)))
+                with whole, for_range(b, 0, sw, "cp") as cp:
+                    fill(b.gep(row, [b.mul(cp, phase_words)]), wps)
             with b.if_then(inside), for_range(b, 0, cdiv(b, w, c64(VL)), "ix") as ixb:
                 ix = b.mul(ixb, c64(VL))
                 count = b.sub(w, ix)
@@ -347,7 +419,13 @@ def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
     wq = b.inttoptr(f["wq"], BYTE_PTR)
     koff = b.inttoptr(f["koff"], I64P)
     comp, scale = b.inttoptr(f["comp"], I32P), b.inttoptr(f["scale"], FPT)
-    y = b.inttoptr(f["y"], FPT)
+    y, ybytes = b.inttoptr(f["y"], FPT), b.inttoptr(f["y"], BYTE_PTR)
+    yu8 = b.icmp_unsigned("!=", f["yu8"], c64(0))
+    has_silu = b.icmp_signed("!=", f["silu"], c64(0))
+
+    def y_at(at):
+        """Output element ``at`` (float32, or uint8 with ``yu8``) as the float pointer the epilogues take."""
+        return b.select(yu8, b.bitcast(b.gep(ybytes, [at]), FPT), b.gep(y, [at]))
     has_bias = b.icmp_unsigned("!=", f["bias"], c64(0))
     has_res = b.icmp_unsigned("!=", f["residual"], c64(0))
     bias = b.inttoptr(b.select(has_bias, f["bias"], f["scale"]), FPT)
@@ -355,12 +433,15 @@ def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
     flags = b.or_(b.or_(b.select(has_bias, c64(FLAG_BIAS), c64(0)), b.select(has_res, c64(FLAG_RES), c64(0))),
                   b.select(b.icmp_signed("==", f["clamp"], c64(1)), c64(FLAG_CLAMP), c64(0)))
     has_fq = b.icmp_unsigned("!=", f["oscale"], c64(0))
-    flags = b.or_(flags, b.select(has_fq, c64(FLAG_FQ), c64(0)))
-    flags = b.or_(flags, b.select(b.icmp_signed("!=", f["silu"], c64(0)), c64(FLAG_SILU), c64(0)))
+    # a uint8 output's last pair (the product's with a SiLU, else the output's) quantizes it: no round trip
+    last_fq, last_pfq = b.and_(yu8, b.not_(has_silu)), b.and_(yu8, has_silu)
+    flags = b.or_(flags, b.select(b.and_(has_fq, b.not_(last_fq)), c64(FLAG_FQ), c64(0)))
+    flags = b.or_(flags, b.select(has_silu, c64(FLAG_SILU), c64(0)))
+    flags = b.or_(flags, b.select(yu8, c64(FLAG_U8), c64(0)))
     scales = {}
-    for name, flag in (("sscale", FLAG_SFQ), ("pscale", FLAG_PFQ)):
+    for name, flag, last in (("sscale", FLAG_SFQ, ir.Constant(ir.IntType(1), 0)), ("pscale", FLAG_PFQ, last_pfq)):
         on_ = b.icmp_unsigned("!=", f[name], c64(0))
-        flags = b.or_(flags, b.select(on_, c64(flag), c64(0)))
+        flags = b.or_(flags, b.select(b.and_(on_, b.not_(last)), c64(flag), c64(0)))
         scales[name] = b.select(on_, b.fptrunc(b.bitcast(f[name], F64), F32), ir.Constant(F32, 1.0))
     szp, pzp = b.sitofp(f["szp"], F32), b.sitofp(f["pzp"], F32)
     osc = b.select(has_fq, b.fptrunc(b.bitcast(f["oscale"], F64), F32), ir.Constant(F32, 1.0))
@@ -388,14 +469,14 @@ def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
         mr = b.add(base_ch, b.select(b.icmp_signed("<", blk, extra), c64(1), c64(0)))
         mk = b.load(b.gep(tptr, [b.add(row0, b.sub(mr, c64(1)))]))
         at = b.add(ybase, b.mul(o0, ystride))
-        b.call(mk, [xb, koff, kq, b.gep(wq, [b.mul(o0, wstride)]), wstride, b.gep(y, [at]), ystride,
+        b.call(mk, [xb, koff, kq, b.gep(wq, [b.mul(o0, wstride)]), wstride, y_at(at), ystride,
                     npix, b.gep(comp, [o0]), b.gep(scale, [o0]), b.gep(bias, [o0]), b.gep(res, [at]),
                     flags, lo, hi, wp_arg, ow_arg, total_arg, osc, ozp, scales["sscale"], szp,
                     scales["pscale"], pzp])
 
     with b.if_else(b.icmp_unsigned("!=", f["wc"], zero64)) as (channel_lanes, pixel_lanes):
         with channel_lanes:
-            emit_channels.emit_units(module, b, f, r0, r1, space, tail, vnni)
+            emit_channels.emit_units(module, b, f, r0, r1, space, tail, vnni, y_at)
         # units: (flat run or output row) x output-channel block, the block fastest (a chunk's units share pixels)
         with pixel_lanes, b.if_else(flat) as (flat_mode, row_mode):
             with flat_mode, for_range(b, r0, r1, "u") as u:
@@ -430,10 +511,12 @@ def _phase2_units(b: ir.IRBuilder, f: dict) -> ir.Value:
 
 def emit_qconv(module: ir.Module, features: frozenset[str] = frozenset()) -> ir.Function:
     """Defines ``QCONV_SYMBOL`` in ``module`` (``vpdpbusd`` when ``features`` have AVX-512 VNNI)."""
-    pack, conv = _pack_body(module), _conv_body(module, VNNI_FEATURES <= features)
+    packs = _pack_body(module, False), _pack_body(module, True)
+    conv = _conv_body(module, VNNI_FEATURES <= features)
     pool = declare_pool(module)
     fn, b, desc, nt = driver_entry(module, QCONV_SYMBOL)
     d, f = _fields(b, desc)
+    pack = b.select(b.icmp_unsigned("!=", f["xu8"], c64(0)), packs[1], packs[0])
     planes = _pack_units(b, f)
     per = cdiv(b, planes, nt)
     b.store(per, b.gep(d, [c64(len(FIELDS))]))

@@ -17,13 +17,14 @@ sums, 3 weight vectors and a broadcast of 32 registers) over the taps and leaves
 shared epilogue ``cl_qconv.cepi`` then applies ``float(sum - comp) * scale + bias`` with per-channel vectors,
 transposes each vector's 8 pixels x 16 channels into 8 vectors of two channels x 8 pixels (three stages of
 two-source shuffles) and finishes those as the pixel-lane body does (residual, clamp, the output's round trip,
-SiLU: emit_epilogue.py's ``_round_trip`` and ``_quant_tail``), each half stored as 8 consecutive floats of its
-channel's NCHW plane.  The transpose beats ``llvm.masked.scatter`` of each sum vector to ``y[o * oh * ow +
-pixel]`` (and a gather of the residual) on this Zen 4, where the epilogue weighs most, in 1x1 convolutions:
-time against the pixel-lane body's, one thread, 0.76 transposed / 0.97 scattered (160->1280 at 5 x 5), 0.78 /
-1.11 (80->480 at 5 x 5), 0.85 / 1.33 (32->192 at 10 x 10); 0.55 / 0.56 for 3x3 256->256 at 5 x 5.  SiLU runs
-as a second pass over the stored values: its call inside the loop made LLVM keep the loop's vectors on the
-stack, and the 1x1 ratios above were 0.98 and 1.17 (160->1280, 32->192) that way.
+SiLU: emit_epilogue.py's ``quantize_out`` and ``silu_pass``), each half stored as 8 consecutive floats (or, with
+FLAG_U8, bytes) of its channel's NCHW plane.  The transpose beats ``llvm.masked.scatter`` of each sum vector to
+``y[o * oh * ow + pixel]`` (and a gather of the residual) on this Zen 4, where the epilogue weighs most, in 1x1
+convolutions: time against the pixel-lane body's, one thread, 0.76 transposed / 0.97 scattered (160->1280 at
+5 x 5), 0.78 / 1.11 (80->480 at 5 x 5), 0.85 / 1.33 (32->192 at 10 x 10); 0.55 / 0.56 for 3x3 256->256 at 5 x 5.
+SiLU runs as a pass of its own over the unit's values (kept on the stack for it): its call inside the loop made
+LLVM keep the loop's vectors on the stack, and the 1x1 ratios above were 0.98 and 1.17 (160->1280, 32->192) that
+way.
 
 There is a kernel for every ``p`` in 1..8 and ``v`` in 1..3 (24 small loops, 7 KB), so a 5 x 5 plane's groups
 of 7, 6, 6 and 6 pixels and 256 channels' blocks of 3, 3, 3, 3, 2 and 2 vectors compute no idle lane;
@@ -59,6 +60,7 @@ PIX = 8                               # output pixels per unit (broadcast words 
 CV = 3                                # channel vectors (16 output channels each) per unit
 SPLIT = 4                             # chunks of units per thread
 HALF = ir.VectorType(F32, PIX)
+HBYTES = ir.VectorType(ir.IntType(8), PIX)
 HMASK = ir.VectorType(ir.IntType(1), PIX)
 IVEC = ir.VectorType(I32, VL)
 IVECP = IVEC.as_pointer()
@@ -150,10 +152,15 @@ def epilogue(module: ir.Module) -> ir.Function:
                        ir.FunctionType(HALF, [HALF.as_pointer(), I32, HMASK, HALF]))
     hstore = _intrinsic(module, "llvm.masked.store.v8f32.p0v8f32",
                         ir.FunctionType(VOID, [HALF, HALF.as_pointer(), I32, HMASK]))
-    quant_tail = emit._quant_tail(module)
+    bstore = _intrinsic(module, "llvm.masked.store.v8i8.p0v8i8",
+                        ir.FunctionType(VOID, [HBYTES, HBYTES.as_pointer(), I32, HMASK]))
     on = lambda bit: b.icmp_unsigned("!=", b.and_(flags, c64(bit)), c64(0))
-    has_bias, has_res, has_clamp, has_fq, has_silu = (
-        on(x) for x in (emit.FLAG_BIAS, emit.FLAG_RES, emit.FLAG_CLAMP, emit.FLAG_FQ, emit.FLAG_SILU))
+    has_bias, has_res, has_clamp, has_fq, has_silu, has_u8 = (
+        on(x) for x in (emit.FLAG_BIAS, emit.FLAG_RES, emit.FLAG_CLAMP, emit.FLAG_FQ, emit.FLAG_SILU, emit.FLAG_U8))
+    u8_plain = b.and_(has_u8, b.not_(has_silu))          # a uint8 output quantized with the output's pair
+    ybytes = b.bitcast(y, BYTE_PTR)
+    vals, qvals = b.alloca(VEC, PIX), b.alloca(VEC, PIX)      # SiLU's input and its quantized lanes
+    vals.align = qvals.align = 64
     lov, hiv = splat(b, lo), splat(b, hi)
     zero, izero, hzero = ir.Constant(VEC, None), ir.Constant(IVEC, None), ir.Constant(HALF, None)
     iota = ir.Constant(IVEC, list(range(VL)))
@@ -162,10 +169,25 @@ def epilogue(module: ir.Module) -> ir.Function:
                                            ir.Constant(ir.VectorType(I32, PIX), [0] * PIX)))
     none = ir.Constant(HMASK, [0] * PIX)
     halves = [ir.Constant(ir.VectorType(I32, PIX), list(range(h * PIX, h * PIX + PIX))) for h in (0, 1)]
+
+    def store(out, o0, q, masks, u8):
+        """Channels ``o0 + 2q`` (lanes 0..7) and ``o0 + 2q + 1`` (lanes 8..15) of ``out`` into y: floats, or
+        (``u8``: ``out`` is 16 bytes) bytes."""
+        for h in (0, 1):
+            at = b.mul(b.add(o0, c64(2 * q + h)), ystride)
+            if u8:
+                part = b.shuffle_vector(out, ir.Constant(emit.BYTES, None), halves[h])
+                b.call(bstore, [part, b.bitcast(b.gep(ybytes, [at]), HBYTES.as_pointer()), ir.Constant(I32, 1),
+                                masks[h]])
+            else:
+                part = b.shuffle_vector(out, ir.Constant(VEC, None), halves[h])
+                b.call(hstore, [part, b.bitcast(b.gep(y, [at]), HALF.as_pointer()), ir.Constant(I32, 4), masks[h]])
+
     with for_range(b, 0, nvec, "j") as j:
         left = b.sub(mrem, b.mul(j, c64(VL)))                       # channels of this vector that exist
         cmask = b.icmp_signed("<", iota, splat_i32(b, left))
         o0 = b.mul(j, c64(VL))
+        masks = [[b.select(b.icmp_signed(">", left, c64(2 * q + h)), pmask, none) for h in (0, 1)] for q in range(PIX)]
         cv = b.call(iload, [b.bitcast(b.gep(comp, [o0]), IVECP), ir.Constant(I32, 4), cmask, izero])
         sv = b.call(fload, [b.bitcast(b.gep(scale, [o0]), VEC.as_pointer()), ir.Constant(I32, 4), cmask, zero])
         bv = b.call(fload, [b.bitcast(b.gep(bias, [o0]), VEC.as_pointer()), ir.Constant(I32, 4),
@@ -174,33 +196,31 @@ def epilogue(module: ir.Module) -> ir.Function:
         rows = [b.fadd(b.fmul(b.sitofp(b.sub(b.load(b.gep(tile, [b.add(b.mul(j, c64(PIX)), c64(i))]), align=64),
                                              cv), VEC), sv), bv) for i in range(PIX)]
         for q, out in enumerate(transpose_pairs(b, rows)):
-            ats, masks = [], []
-            for h in (0, 1):
-                ch = 2 * q + h
-                ats.append(b.gep(y, [b.mul(b.add(o0, c64(ch)), ystride)]))
-                masks.append(b.select(b.icmp_signed(">", left, c64(ch)), pmask, none))
             rat = [b.gep(res, [b.mul(b.add(o0, c64(2 * q + h)), ystride)]) for h in (0, 1)]
             rv = [b.call(hload, [b.bitcast(rat[h], HALF.as_pointer()), ir.Constant(I32, 4),
-                                 b.select(has_res, masks[h], none), hzero]) for h in (0, 1)]
+                                 b.select(has_res, masks[q][h], none), hzero]) for h in (0, 1)]
             out = b.select(has_res, b.fadd(out, b.shuffle_vector(rv[0], rv[1], iota)), out)
             clamped = b.select(b.fcmp_ordered("<", out, lov), lov, out)
             clamped = b.select(b.fcmp_ordered(">", clamped, hiv), hiv, clamped)
             out = b.select(has_clamp, clamped, out)
-            out = b.select(has_fq, emit._round_trip(b, out, osc, ozp), out)
-            for h in (0, 1):
-                part = b.shuffle_vector(out, ir.Constant(VEC, None), halves[h])
-                b.call(hstore, [part, b.bitcast(ats[h], HALF.as_pointer()), ir.Constant(I32, 4), masks[h]])
-        # SiLU (rare) over what was stored: its call outside the loop above keeps that loop's vectors in registers
+            out, t = emit.quantize_out(b, out, has_fq, u8_plain, osc, ozp)
+            with b.if_then(has_silu):                               # (SiLU's input, for the pass below)
+                b.store(out, b.gep(vals, [c64(q)]))
+            with b.if_then(b.not_(has_silu)), b.if_else(has_u8) as (as_bytes, as_floats):
+                with as_bytes:
+                    store(emit.bytes_of(b, t), o0, q, masks[q], True)
+                with as_floats:
+                    store(out, o0, q, masks[q], False)
+        # SiLU (rare) as a pass of its own: its call inside the loop above made LLVM keep the loop's vectors on the
+        # stack
         with b.if_then(has_silu):
+            b.call(emit.silu_pass(module), [vals, qvals, c64(PIX), flags, ssc, szp, psc, pzp])
             for q in range(PIX):
-                ats = [b.bitcast(b.gep(y, [b.mul(b.add(o0, c64(2 * q + h)), ystride)]), HALF.as_pointer())
-                       for h in (0, 1)]
-                masks = [b.select(b.icmp_signed(">", left, c64(2 * q + h)), pmask, none) for h in (0, 1)]
-                v = [b.call(hload, [ats[h], ir.Constant(I32, 4), masks[h], hzero]) for h in (0, 1)]
-                out = b.call(quant_tail, [b.shuffle_vector(v[0], v[1], iota), flags, ssc, szp, psc, pzp])
-                for h in (0, 1):
-                    b.call(hstore, [b.shuffle_vector(out, ir.Constant(VEC, None), halves[h]), ats[h],
-                                    ir.Constant(I32, 4), masks[h]])
+                with b.if_else(has_u8) as (as_bytes, as_floats):
+                    with as_bytes:        # (the product's pair quantizes it)
+                        store(emit.bytes_of(b, b.load(b.gep(qvals, [c64(q)]))), o0, q, masks[q], True)
+                    with as_floats:
+                        store(b.load(b.gep(vals, [c64(q)])), o0, q, masks[q], False)
     b.ret_void()
     return fn
 
@@ -219,9 +239,10 @@ def units(b: ir.IRBuilder, f: dict) -> ir.Value:
     return b.mul(b.mul(f["n"], groups), cdiv(b, cdiv(b, f["m"], c64(VL)), c64(CV)))
 
 
-def emit_units(module: ir.Module, b: ir.IRBuilder, f: dict, r0: ir.Value, r1: ir.Value, space, tail, vnni: bool):
+def emit_units(module: ir.Module, b: ir.IRBuilder, f: dict, r0: ir.Value, r1: ir.Value, space, tail, vnni: bool,
+               y_at):
     """Units ``[r0, r1)`` of the body (``tail``: flags, lo, hi, osc, ozp, ssc, szp, psc, pzp as the pixel-lane
-    microkernels take them; ``space``: scratch())."""
+    microkernels take them; ``space``: scratch(); ``y_at(e)``: output element e's address)."""
     table = constant_table(module, "cl_qconv.ctable", ACC_TYPE.as_pointer(),
                            [accumulate(module, p, v, vnni) for p in range(1, PIX + 1) for v in range(1, CV + 1)])
     epi = epilogue(module)
@@ -231,7 +252,7 @@ def emit_units(module: ir.Module, b: ir.IRBuilder, f: dict, r0: ir.Value, r1: ir
     ohw = b.mul(f["oh"], ow)
     xq, wc = b.inttoptr(f["xq"], BYTE_PTR), b.inttoptr(f["wc"], BYTE_PTR)
     koff = b.inttoptr(f["koff"], I64P)
-    comp, scale, y = b.inttoptr(f["comp"], I32P), b.inttoptr(f["scale"], FPT), b.inttoptr(f["y"], FPT)
+    comp, scale = b.inttoptr(f["comp"], I32P), b.inttoptr(f["scale"], FPT)
     bias = b.inttoptr(b.select(b.icmp_unsigned("!=", f["bias"], c64(0)), f["bias"], f["scale"]), FPT)
     res = b.inttoptr(b.select(b.icmp_unsigned("!=", f["residual"], c64(0)), f["residual"], f["y"]), FPT)
     image_bytes = b.mul(b.mul(f["cq"], f["plane"]), c64(QUAD))
@@ -263,5 +284,5 @@ def emit_units(module: ir.Module, b: ir.IRBuilder, f: dict, r0: ir.Value, r1: ir
         b.call(acc, [b.gep(xq, [b.mul(img, image_bytes)]), pix, koff, kq, b.gep(wc, [b.mul(v0, wstride)]),
                      wstride, tile])
         at = b.add(b.mul(b.add(b.mul(img, m), o0), ohw), p0)
-        b.call(epi, [tile, npix, nv, b.sub(m, o0), b.gep(y, [at]), ohw, b.gep(comp, [o0]), b.gep(scale, [o0]),
+        b.call(epi, [tile, npix, nv, b.sub(m, o0), y_at(at), ohw, b.gep(comp, [o0]), b.gep(scale, [o0]),
                      b.gep(bias, [o0]), b.gep(res, [at])] + list(tail))

@@ -23,6 +23,8 @@ reference takes).
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from ...ir.core import Node
@@ -141,14 +143,16 @@ def _requantize(b: GraphBuilder, acc, multiplier: np.ndarray | None, y_zp: np.nd
     return b.op("Cast", t, to=int(out))
 
 
-def _int8_conv(b: GraphBuilder, node: Node, x, xs, xz, w, ws, wz, bias):
+def _int8_conv(b: GraphBuilder, node: Node, x, xs, xz, w, ws, wz, bias, y_pair=None):
     """``float32(conv((x - xz), w)) * (xs * ws[o]) + bias[o] * xs * ws[o]`` as a QuantizedConv on the native int8
-    convolution (kernels/qconv/: it quantizes its float input, which a dequantized uint8 input passes through
-    unchanged), or None where it does not take the convolution (int8 activations, a weight zero point, groups,
-    a column stride other than 1 or 2, ...)."""
-    from types import SimpleNamespace
-
+    convolution (kernels/qconv/), or None where it does not take the convolution (int8 activations, a weight zero
+    point, groups, a column stride other than 1 or 2, ...).  It reads the uint8 ``x`` as it is (QuantizedConv's
+    uint8 input: ``DequantizeLinear`` of it is what the float form reads), and with ``y_pair`` = (scale, uint8
+    zero point) writes its output's QuantizeLinear bytes itself (``uint8_out``: ``saturate(round(y / scale) +
+    zero point)``, the requantization, with no elementwise kernel after it).  Either only where
+    ``QuantizeLinear(DequantizeLinear(q)) == q`` with the scale (ops/quantized_conv.py ``round_trips``)."""
     from ...kernels.qconv.abi import select as qconv_select
+    from ...ops.quantized_conv import round_trips
     if x.dtype is not DType.uint8 or w.dtype != np.int8 or w.ndim != 4 or (wz is not None and np.any(wz)) or \
             xz is None or np.asarray(xz).dtype != np.uint8:
         return None
@@ -156,17 +160,30 @@ def _int8_conv(b: GraphBuilder, node: Node, x, xs, xz, w, ws, wz, bias):
     zx = np.asarray(xz, np.uint8).reshape(())
     wsf = np.broadcast_to(np.asarray(ws, np.float32).reshape(-1), (w.shape[0],)).copy()
     b_f = None if bias is None else (np.asarray(bias, np.float64) * (np.float64(sx) * wsf)).astype(np.float32)
-    xd = b.op("Mul", b.op("Sub", b.op("Cast", x, to=int(DType.float32)), b.const(np.float32(zx))), b.const(sx))
-    ins = [xd, b.const(sx), b.const(zx), b.const(np.ascontiguousarray(w)), b.const(wsf)] + \
-        ([b.const(b_f)] if b_f is not None else [])
+    if not round_trips(sx):
+        x = b.op("Mul", b.op("Sub", b.op("Cast", x, to=int(DType.float32)), b.const(np.float32(zx))), b.const(sx))
+    ins = [x, b.const(sx), b.const(zx), b.const(np.ascontiguousarray(w)), b.const(wsf),
+           None if b_f is None else b.const(b_f)]
     attrs = {k: v for k, v in node.attrs.items() if k in ("auto_pad", "dilations", "group", "kernel_shape", "pads",
                                                              "strides")}
-    probe = SimpleNamespace(op="QuantizedConv", attrs=attrs, inputs=[
-        SimpleNamespace(type=node.inputs[0].type.__class__(DType.float32, node.inputs[0].type.shape), const=None),
-        *(SimpleNamespace(const=c, type=None) for c in (sx, zx, w, wsf, b_f) if c is not None)])
-    if not qconv_select(probe):
+    if y_pair is not None:
+        ins += [b.const(np.float32(y_pair[0])), b.const(np.uint8(y_pair[1]))]
+        attrs["uint8_out"] = 1
+    if not qconv_select(SimpleNamespace(op="QuantizedConv", attrs=attrs, inputs=ins)):
         return None
     return b.op("QuantizedConv", *ins, **attrs)
+
+
+def _output_pair(node: Node) -> tuple[np.float32, np.uint8] | None:
+    """QLinearConv's (y_scale, y_zero_point) when its output is uint8 and the int8 convolution can write it
+    (ops/quantized_conv.py ``round_trips``), else None."""
+    from ...ops.quantized_conv import round_trips
+    ys, yz = const_input(node, 6), const_input(node, 7)
+    if node.outputs[0].dtype is not DType.uint8 or ys is None or yz is None or np.size(ys) != 1 or \
+            np.size(yz) != 1 or np.asarray(yz).dtype != np.uint8 or np.asarray(ys).dtype != np.float32:
+        return None
+    ys = np.float32(np.asarray(ys).reshape(()))
+    return (ys, np.uint8(np.asarray(yz).reshape(()))) if round_trips(ys) else None
 
 
 @expander("QLinearConv")
@@ -183,9 +200,10 @@ def expand_qlinear_conv(b: GraphBuilder, node: Node) -> list:
     if xz is not None and np.size(xz) != 1 or np.size(xs) != 1 or np.size(ys) != 1:
         raise Declined("per-channel activation parameters")
     m, nsp = w.shape[0], w.ndim - 2
-    scaled = _int8_conv(b, node, x, xs, xz, w, ws, wz, bias)
+    pair = _output_pair(node)
+    scaled = _int8_conv(b, node, x, xs, xz, w, ws, wz, bias, pair)
     if scaled is not None:
-        return [_quantized(b, node, scaled, 6, 7)]
+        return [scaled if pair is not None else _quantized(b, node, scaled, 6, 7)]
     per_channel = (lambda p: p.reshape((-1,) + (1,) * (w.ndim - 1))) if np.size(wz if wz is not None else 0) > 1 \
         else (lambda p: p.reshape(()))
     wf = w.astype(np.float32) - (0 if wz is None else per_channel(np.asarray(wz, np.float32)))
