@@ -89,14 +89,22 @@ def _col_facts(sub) -> tuple:
     got = _COL_FACTS.get(sub)
     if got is None:
         pats = [tuple(v.shape) for v in sub.inputs]
-        rank = len(pats[0]) if pats else 0
-        src = [next((i for i, p in enumerate(pats) if p[j] != 1), -1) for j in range(rank)]
-        groups: dict = {}
-        for k, p in enumerate(pats):
-            groups.setdefault(tuple(q != 1 for q in p), []).append(k)
+        src, groups = column_facts(pats, pats, len(pats[0]) if pats else 0)
         out_masks = [tuple(q != 1 for q in v.shape) for v in sub.outputs]
-        got = _COL_FACTS[sub] = (src, list(groups.items()), out_masks, [len(p) for p in pats])
+        got = _COL_FACTS[sub] = (src, groups, out_masks, [len(p) for p in pats])
     return got
+
+
+def column_facts(in_patterns: list, patterns: list, rank: int
+                 ) -> tuple[list[int], list[tuple[tuple[bool, ...], list[int]]]]:
+    """A column kernel's iteration shape as positions (``column_extents`` found once, not per call): per axis (of
+    ``rank``) the first of ``in_patterns`` not broadcasting along it (-1: none, extent 1); and ``patterns`` (the arguments
+    checked) grouped by the axes they broadcast along: (mask, argument indices), one shape to compare per group."""
+    src = [next((i for i, p in enumerate(in_patterns) if p[j] != 1), -1) for j in range(rank)]
+    groups: dict = {}
+    for k, p in enumerate(patterns):
+        groups.setdefault(tuple(q != 1 for q in p), []).append(k)
+    return src, list(groups.items())
 
 
 @reference("GraphKernel", infer=_infer)

@@ -38,6 +38,7 @@ import numpy as np
 from ..errors import RET_ERROR, ConverterError
 from ..kernels.native_call import data_address
 from ..kernels.runlist.bind import tag
+from ..ops.graph_kernel import column_facts
 
 log = logging.getLogger("converter_lite.native")
 
@@ -168,12 +169,8 @@ class NativeKernel:
         # a column kernel's iteration shape, per axis: the first input not broadcasting along it (-1: none, 1),
         # and the arguments grouped by the axes they broadcast along (one shape to compare per group): what
         # ``column_extents`` and a per-argument comparison would find, with the patterns' work done once
-        self._col_src = [next((i for i, (_, p) in enumerate(self._in_specs) if p[j] != 1), -1)
-                         for j in range(self._cols)]
-        groups: dict = {}
-        for k, p in enumerate(pats):
-            groups.setdefault(tuple(q != 1 for q in p), []).append(k)
-        self._col_groups = list(groups.items())
+        self._col_src, self._col_groups = column_facts([p for _, p in self._in_specs], pats,
+                                                           self._cols)
         self._keep = keep                                  # the library stays loaded while kernels exist
         self._last: tuple = ((), None, None)               # (arrays, argv, what argv points into) of the last call
 

@@ -40,7 +40,6 @@ native kernel runs in 1.5 us through ``Model.run``, 0.3 us of them the foreign c
 from __future__ import annotations
 
 import functools
-import math
 import sys
 import time
 from collections.abc import Sequence
@@ -65,24 +64,13 @@ from .direct_io import (
 from .generic_step import generic_step
 from .program import KernelEntry, Program, lower
 from .shared_arena import SharedArena
+from .step_needs import BLAS_OPS, TINY_PRODUCT, product_work, step_quiet
 from .threads import ThreadChooser, blas_enter, blas_exit
 from .transpose_views import transpose_views
 
 MAX_IDLE_EXECUTORS = 4
 TINY_PLAN_BYTES = 1 << 16
 SHOWN_SOURCES = 4               # original ONNX node names a fused kernel's run-time error lists
-TINY_PRODUCT = 1 << 17          # multiply-adds (~2 us on one core)
-# ops whose kernels (fast or reference) call numpy's BLAS: only plans with one limit its threads during a run
-BLAS_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "FusedMatMul", "FusedAttention",
-                      "Attention", "MatMulInteger", "QLinearMatMul", "QLinearConv", "ConvInteger", "DeformConv",
-                      "LSTM", "GRU", "RNN", "Col2Im", "DFT", "STFT", "MelWeightMatrix", "TfIdfVectorizer"})
-
-# ops whose kernels (fast and reference) do no float arithmetic, so no numpy floating-point warning: they move,
-# pick or compare values (a comparison with NaN is a value, not a warning; Cast is not here: float -> int warns)
-QUIET_OPS = frozenset({"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split",
-                       "Slice", "Gather", "Shape", "Size", "ArgMax", "ArgMin", "Equal", "Not", "And", "Or"})
-
-
 @dataclass(frozen=True)
 class Step:
     """One executed step (for tables and tests): its node, whether it runs native code, its kernel index."""
@@ -245,7 +233,7 @@ class Plan:
         return out
 
     def quiet(self, nt: int, ex: Executor | None = None) -> bool:
-        """Whether no step of a run on ``nt`` threads can raise a numpy floating-point warning (``_quiet``), so
+        """Whether no step of a run on ``nt`` threads can raise a numpy floating-point warning (``step_needs.step_quiet``), so
         that the run needs no ``np.errstate`` around it (0.9 us a run: a tenth of a two-iteration greedy
         decoder's own cost beside its kernels).  Known once the steps are bound: from ``ex``'s steps bound for
         ``nt`` (a run's executor), else from an executor of the pool's (a control-flow body's plan, never on a
@@ -256,7 +244,7 @@ class Plan:
             if held:
                 ex = self.acquire()
             try:
-                got = self._quiet[nt] = all(_quiet(st, f) for st, f in zip(self.program.steps, ex.calls(nt)))
+                got = self._quiet[nt] = all(step_quiet(st, f) for st, f in zip(self.program.steps, ex.calls(nt)))
             finally:
                 if held:
                     self.release(ex)
@@ -584,36 +572,6 @@ class Executor:
         if self.has_dynamic:
             env[:] = [None] * len(env)
         return out
-
-
-def _quiet(st, call) -> bool:
-    """Whether step ``st``, bound as ``call``, can raise no floating-point warning: it runs native code only,
-    moves, picks or compares values (``QUIET_OPS``), or runs control-flow bodies whose plans are quiet."""
-    bodies = st.impl.bodies
-    if bodies:
-        return all(p.quiet(p.run_threads) for p in bodies.values())
-    return st.impl.native or getattr(call, "native", None) is not None or st.node.op in QUIET_OPS
-
-
-def product_work(node: Node) -> float:
-    """Multiply-adds of a MatMul/Gemm/FusedMatMul/Conv/ConvTranspose ``node`` from its static types (output
-    elements x reduction length); infinity for other ops or unknown shapes."""
-    try:
-        out = node.outputs[0].type.shape
-        x, w = node.inputs[0].type.shape, node.inputs[1].type.shape
-        if node.op in ("MatMul", "FusedMatMul"):
-            k = x[-1]
-        elif node.op == "Gemm":
-            k = x[0] if node.attrs.get("transA", 0) else x[-1]
-        elif node.op == "Conv":
-            k = math.prod(w[1:])
-        elif node.op == "ConvTranspose":
-            k = int(w[0]) * math.prod(w[2:]) // max(1, int(out[1]))
-        else:
-            return float("inf")
-        return float(math.prod([int(d) for d in out])) * int(k)
-    except (AttributeError, IndexError, TypeError, ValueError):
-        return float("inf")
 
 
 def _aligned(nbytes: int) -> np.ndarray:

@@ -35,10 +35,10 @@ from ..program import Impl, NodeCtx, ViewOf
 from .conv import CONV_FAST
 from .gather import GATHER_FAST
 from .linalg import LINALG_FAST
-from .quantized import QUANTIZED_FAST
 from .norm import NORM_FAST
 from .patch import conv_transpose_patches, patch_conv
 from .pooling import POOL_FAST
+from .quantized import QUANTIZED_FAST
 from .resize import linear_resize, nearest_resize
 from .runs import run_copy
 from .space import depth_to_space
