@@ -240,9 +240,14 @@ def test_the_body_rule():
     assert not channel_lanes_pay(20, 20, 20, 64, 16)                                         # 1x1: flat 100%
     assert not channel_lanes_pay(5, 5, 7, 8, 18) and not channel_lanes_pay(10, 10, 10, 16, 4)  # half a vector;
     assert not channel_lanes_pay(80, 80, 82, 64, 144)                                        # one; full pixels
+    from converter_lite.kernels.qconv.bind import flat_pays
+    assert flat_pays(5, 5, 7) and flat_pays(40, 40, 40) and not flat_pays(40, 40, 42)   # a 1x1 on 40 x 40: flat
+    assert not channel_lanes_pay(40, 40, 40, 128, 32)                                      # ... not channel lanes
 
 
-@pytest.mark.parametrize("case", CASES + SMALL[:3])
+@pytest.mark.parametrize("case", CASES + SMALL[:3] + [
+    (1, 5, 7, 150, 9, 3, 3, (1, 1, 1, 1), (1, 1), (1, 1)),           # rows of 64 + 64 + 22 pixels packed
+    (1, 6, 5, 101, 12, 3, 3, (1, 0, 1, 1), (1, 1), (2, 2))])         # ... 64 + 37, column stride 2
 @pytest.mark.parametrize("body", BODIES)
 def test_uint8_input_is_read_as_quantized(lib, case, body):
     """A uint8 input (the uint8 hand-off: quantized by the previous convolution) gives bit for bit what the float
@@ -295,3 +300,35 @@ def test_uint8_output_needs_its_pair(lib):
     assert qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, (0, 0, 0, 0), (1, 1), 1) is None
     assert qconv_step(lib.support(QCONV_SYMBOL), packed, x, y, (0, 0, 0, 0), (1, 1), 1, silu=True,
                       requantize=(np.float32(1), 0)) is None              # a SiLU: the product's pair is last
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[4], CASES[6], CASES[7], CASES[9]] + SMALL[:3] + [
+    (1, 3, 40, 40, 16, 3, 3, (1, 1, 1, 1), (1, 1), (2, 2)),          # a stem: 3 channels, stride 2
+    (1, 16, 20, 40, 24, 3, 3, (1, 1, 1, 1), (1, 1), (1, 1))])        # rows of 32 + 8 pixels
+@pytest.mark.parametrize("body", BODIES)
+@pytest.mark.parametrize("out", ["uint8", "float32"])
+@pytest.mark.parametrize("nt", [1, 3])
+def test_silu_table_is_the_computed_silu(lib, case, body, out, nt):
+    """SiLU after the output's round trip, its product quantized, looked up from the driver's table (bind.py
+    ``silu_table``) gives bit for bit what computing it per element gives: a uint8 output's bytes, a float32
+    output's round trip; with a residual, a clamp, NaN input, and a uint8 input."""
+    n, c, h, wd, m, kh, kw, pads, dil, strides = case
+    rng = np.random.default_rng(c * 10 + m + 4)
+    x = (rng.standard_normal((n, c, h, wd)) * 3).astype(np.float32)
+    x.flat[2] = np.nan
+    w = rng.integers(-128, 128, (m, c, kh, kw)).astype(np.int8)
+    packed = PackedQConv(w, rng.uniform(0.001, 0.01, m).astype(np.float32), np.float32(0.05), 118,
+                         rng.standard_normal(m).astype(np.float32))
+    shape = _int_conv(np.zeros((n, c, h, wd), np.int64), 0, w, pads, dil, strides).shape
+    res = rng.standard_normal(shape).astype(np.float32)
+    kw_ = {"requantize": (np.float32(0.06), 90), "silu": True, "clamp": (-4.0, 6.0), "residual": res,
+           "silu_requantize": ((np.float32(1 / 255), 0), (np.float32(0.04), 37))}
+    ys = []
+    for xin, table in ((x, True), (x, False), (_quantize(x, 0.05, 118).astype(np.uint8), True)):
+        y = np.zeros(shape, np.uint8) if out == "uint8" else np.full(shape, np.nan, np.float32)
+        qconv_step(lib.support(QCONV_SYMBOL), packed, xin, y, pads, dil, nt, strides=strides, silu_table=table,
+                   **body, **kw_)()
+        ys.append(y)
+    np.testing.assert_array_equal(ys[0], ys[1])
+    np.testing.assert_array_equal(ys[2], ys[1])
+    assert len(np.unique(ys[0])) > 20                                   # (a spread of values went through it)

@@ -9,15 +9,20 @@ model gives its convolutions.  ``desc``: ``FIELDS`` i64 words (floats ``lo``/``h
 then ``EXTRA`` words the entry point writes for its chunks (planes per chunk, rows per chunk).  ``wc``: the
 weights packed for the channel-lane body (emit_channels.py), 0 for the pixel-lane one.  ``xu8`` = 1: ``x`` is
 uint8, quantized already (the uint8 hand-off); ``yu8`` = 1: ``y`` is uint8, the output's last quantization pair
-(``pscale``/``pzp`` with a SiLU, else ``oscale``/``ozp``) quantizes it instead of a round trip.
+(``pscale``/``pzp`` with a SiLU, else ``oscale``/``ozp``) quantizes it instead of a round trip.  ``lut``:
+``LUT_WORDS`` int32 words of workspace for a SiLU after the output's round trip (``silu`` and ``oscale`` set) whose
+product is quantized (``yu8``, or ``pscale`` set): the entry point fills them with the product's byte for each of
+the 256 quantized values and the epilogues look it up instead of computing the sigmoid per element; 0: computed.
 """
 QCONV_SYMBOL = "cl_qconv2d_v1"
 SYMBOLS = (QCONV_SYMBOL,)
 FIELDS = ("n", "c", "h", "w", "m", "oh", "ow", "pt", "pl", "hp", "wp", "cq", "x", "xscale", "xzp", "xq", "wq",
           "kq", "koff", "comp", "scale", "bias", "y", "residual", "clamp", "lo", "hi", "sh", "sw", "wps", "flat",
-          "hps", "plane", "oscale", "ozp", "silu", "sscale", "szp", "pscale", "pzp", "wc", "xu8", "yu8")
+          "hps", "plane", "oscale", "ozp", "silu", "sscale", "szp", "pscale", "pzp", "wc", "xu8", "yu8",
+          "lut")
 STRIDES = (1, 2)                    # column strides: the packed rows are split into this many column phases
 EXTRA = 2
+LUT_WORDS = 256 + 64                # the SiLU table: a word, then a byte, per quantized value (``lut``)
 QUAD = 4                            # input channels per int32 lane of the packed input (vpdpbusd's four bytes)
 OPS = ("QuantizedConv",)
 

@@ -10,7 +10,8 @@ for the channel-lane body (emit_channels.py) also ``wc [M/16][kq][16][4]``, pack
 is read as quantized already, a uint8 ``y`` takes the output's last pair's QuantizeLinear bytes): the record
 (abi.FIELDS) and the packed-input workspace ``xq`` (``n * cq * plane * 4`` bytes and a slack the pixel vectors
 of a row's last segment may read past the end); the body as ``channel_lanes_pay`` says, unless the caller picks
-one (``channel_lanes``, or ``flat`` for the pixel-lane body's mode).
+one (``channel_lanes``, or ``flat`` for the pixel-lane body's mode); with a SiLU after the output's round trip
+and its product quantized, a ``LUT_WORDS`` table the driver fills with SiLU's 256 results.
 """
 from __future__ import annotations
 
@@ -19,14 +20,14 @@ import functools
 import numpy as np
 
 from ..native_call import aligned, call_driver, data_address, float_bits, record
-from .abi import EXTRA, FIELDS, QUAD, STRIDES
+from .abi import EXTRA, FIELDS, LUT_WORDS, QUAD, STRIDES
 
 SLACK = 256                   # bytes after xq (at least): a row's or run's last pixel vectors read past its end
 LANES = 16                    # output channels per vector of the channel-lane body (emit_channels.py)
 ONE_VECTOR = 0.8              # the channel-lane body's lanes, counted for a single channel vector (m <= 16)
 SMALL_PLANE = 196             # output pixels (14 x 14) up to which it pays with short sums too ...
 LONG_SUM = 32                 # ... and the taps of four input channels a sum needs for it on larger planes
-FLAT_GAIN = 1.25              # flat runs pay when they fill this much more of the lanes (they store row by row)
+FLAT_GAIN = 1.15              # flat runs pay when they fill this much more of the lanes (they store row by row)
 
 
 class PackedQConv:
@@ -85,7 +86,10 @@ def _lanes(oh: int, ow: int, wps: int) -> tuple[float, float]:
 def flat_pays(oh: int, ow: int, wps: int) -> bool:
     """Whether the output rows are better computed as one flat run over the phase planes' width ``wps``
     (emit.py): when that fills ``FLAT_GAIN`` times the lanes the rows one by one would (5 x 5: 5 of 16 lanes a
-    row, 25 of 48 flat)."""
+    row, 25 of 48 flat; a 1x1 on 40 x 40: 40 of 48, all flat -- it was 1.25, and those ran on the channel lanes
+    or in rows: one thread, flat / chosen, with SiLU looked up: 0.91 (192->64), 0.88 (128->64), 0.94 (96->64),
+    0.95 (64->64), 0.96 (64->18); a 3x3 on 40 x 40 stays in rows or on the channel lanes: 40 of 48 against 1600
+    of 1680 flat, 0.96 as much, and flat was 1.02x the channel lanes' time for 64->64)."""
     rowwise, flat = _lanes(oh, ow, wps)
     return flat > FLAT_GAIN * rowwise
 
@@ -114,9 +118,11 @@ def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, 
                clamp: tuple[float, float] | None = None, strides: tuple[int, int] = (1, 1), flat: bool | None = None,
                requantize: tuple[float, int] | None = None, silu: bool = False,
                silu_requantize: tuple[tuple[float, int] | None, tuple[float, int] | None] = (None, None),
-               channel_lanes: bool | None = None):
+               channel_lanes: bool | None = None, silu_table: bool = True):
     """The bound step, or None when the buffers do not fit (not contiguous float32 or uint8 NCHW, a column
-    stride other than 1 or 2, a uint8 ``y`` without a last quantization pair)."""
+    stride other than 1 or 2, a uint8 ``y`` without a last quantization pair).  ``silu_table``: a SiLU after the
+    output's round trip, its product quantized, looked up from the table the driver makes (abi.py ``lut``), or
+    (False) computed per element: the same values."""
     n, c, h, w = x.shape
     pt, pl, pb, pr = pads
     sh, sw = strides
@@ -157,10 +163,15 @@ def qconv_step(address: int, packed: PackedQConv, x: np.ndarray, y: np.ndarray, 
     if clamp is not None:
         words.update(clamp=1, lo=float_bits(clamp[0]), hi=float_bits(clamp[1]))
     words["silu"] = int(silu)                    # y * sigmoid(y) after the clamp and the round trip
+    lut = None
+    if silu_table and silu and requantize is not None and (yu8 or silu_requantize[1] is not None):
+        # (its 256 inputs: the round trip's values; the driver fills it)
+        lut = aligned((LUT_WORDS,), np.int32)
+        words["lut"] = data_address(lut)
     for (name, zp), q in zip((("sscale", "szp"), ("pscale", "pzp")), silu_requantize):
         if q is not None:                        # the sigmoid's, the product's round trip
             words[name], words[zp] = float_bits(float(np.float32(q[0]))), int(q[1])
     if requantize is not None:                   # the output through QuantizeLinear -> DequantizeLinear (uint8)
         words.update(oscale=float_bits(float(np.float32(requantize[0]))), ozp=int(requantize[1]))
     desc = record(FIELDS, EXTRA, words)
-    return call_driver(address, desc, nt, (x, y, xq, koff, packed, residual))
+    return call_driver(address, desc, nt, (x, y, xq, koff, packed, residual, lut))

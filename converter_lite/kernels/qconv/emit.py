@@ -13,7 +13,7 @@ Two phases, each across the thread pool:
    after the other, are consecutive words: a strided convolution reads like a stride-1 one.  Each value is
    ``saturate(round_half_even(x / scale) + zero_point)`` (NaN -> 0), QuantizeLinear's arithmetic; 16 pixels of four
    channel rows become one 64-byte store.  A uint8 input (``xu8``: the previous int8 convolution quantized it
-   already, the uint8 hand-off) is only interleaved: 16 bytes of each channel row, no division (its own pool
+   already, the uint8 hand-off) is only interleaved: 64 bytes of each channel row, no division (its own pool
    body, ``.pack_u8``).
 2. **Convolve** (chunks of units: a pixel run times a block of up to ``MR`` output channels; a run is one output
    row's segment of up to 32 pixels, or, for a small plane (``flat``), 32 consecutive words of the phase plane over
@@ -28,9 +28,10 @@ Two phases, each across the thread pool:
    and dequantized again with the output's scale and zero point (``oscale`` != 0: a QDQ model's next QuantizeLinear
    -> DequantizeLinear pair, taken into the epilogue), then (``silu`` = 1) times its sigmoid (codegen/mathfn.py's
    float32 sigmoid), the sigmoid and the product each through their own pair when ``sscale`` / ``pscale`` != 0 (a
-   QDQ model's SiLU), stored NCHW with masked stores (one per output row a run touches): float32, or (``yu8``) the
-   uint8 bytes of the output's last quantization pair instead of its round trip (the next int8 convolution reads
-   them as they are).
+   QDQ model's SiLU) -- or, after the output's round trip with the product quantized, the product's byte looked up
+   in the 256-entry table the entry point fills once a call (``lut``, emit_epilogue.py ``silu_table``) -- stored
+   NCHW with masked stores (one per output row a run touches): float32, or (``yu8``) the uint8 bytes of the
+   output's last quantization pair instead of its round trip (the next int8 convolution reads them as they are).
 
    Or, when the record's ``wc`` is set (bind.py's ``channel_lanes_pay``: where it fills more lanes than the
    pixel vectors above, e.g. on a 5 x 5 or 10 x 10 plane), emit_channels.py's channel-lane body: the lanes run over 16
@@ -69,21 +70,30 @@ from .emit_epilogue import (
     FLAG_BIAS,
     FLAG_CLAMP,
     FLAG_FQ,
+    FLAG_LUT,
     FLAG_PFQ,
     FLAG_RES,
     FLAG_SFQ,
     FLAG_SILU,
     FLAG_U8,
+    VBMI_FEATURES,
     _mload,
     bytes_of,
+    looked_up,
+    lut_bytes,
+    lut_value,
     quantize_out,
     silu_pass,
+    silu_table,
     store_bytes,
 )
 from .abi import EXTRA, FIELDS, QCONV_SYMBOL, QUAD
 
 MR = 12                           # output channels per block (2 * MR sums + 2 pixel vectors + 1 broadcast)
 NPIX = 2 * VL                     # pixels per segment (two vectors)
+WIDE = 4 * VL                     # pixels of a uint8 input row packed at a time (four vectors of words)
+WBYTES = ir.VectorType(ir.IntType(8), WIDE)
+WMASK = ir.VectorType(ir.IntType(1), WIDE)
 IVEC = ir.VectorType(I32, VL)
 IVECP = IVEC.as_pointer()
 I8 = ir.IntType(8)
@@ -91,12 +101,13 @@ I32P = I32.as_pointer()
 FPT = F32.as_pointer()
 _F = {name: i for i, name in enumerate(FIELDS)}
 MK_TYPE = ir.FunctionType(VOID, [BYTE_PTR, I64P, I64, BYTE_PTR, I64, FPT, I64, I64, I32P, FPT, FPT, FPT, I64,
-                                 F32, F32, I64, I64, I64, F32, F32, F32, F32, F32, F32])
+                                 F32, F32, I64, I64, I64, F32, F32, F32, F32, F32, F32, I64])
 # microkernel(xbase, koff, kq, wq, wstride, y, ystride, npix, comp, scale, bias, res, flags, lo, hi, wp, ow, total):
 # wp = 0: one output row, its first ``npix`` pixels at y; wp > 0 (flat mode): ``npix`` is the first flat index f of
 # the block (f = oy * wp + ox over the padded width; y, res at the plane's start), ``total`` = oh * wp; then the
-# output's quantization scale and zero point (FLAG_FQ: the stored value is DequantizeLinear(QuantizeLinear(v)))
-def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool) -> ir.Function:
+# output's quantization scale and zero point (FLAG_FQ: the stored value is DequantizeLinear(QuantizeLinear(v))),
+# SiLU's two pairs, the SiLU table's address (FLAG_LUT)
+def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool, vbmi: bool) -> ir.Function:
     """``cl_qconv.mk<mr>x<nv>``: ``mr`` output channels x ``16 * nv`` pixels of one output row (or flat run): the
     sums over the taps in registers, then ``_epilogue`` on them."""
     fn = internal_function(module, f"cl_qconv.mk{mr}x{nv}", MK_TYPE, noalias=(0, 3, 5))
@@ -124,12 +135,12 @@ def microkernel(module: ir.Module, mr: int, nv: int, vnni: bool) -> ir.Function:
     b.position_at_end(done)
     for (i, v), a in acc.items():
         b.store(a, b.gep(tile, [c64(2 * i + v)]), align=64)
-    b.call(_epilogue(module), [tile, c64(mr), c64(nv)] + list(fn.args[5:]))
+    b.call(_epilogue(module, vbmi), [tile, c64(mr), c64(nv)] + list(fn.args[5:]))
     b.ret_void()
     return fn
 
 
-def _epilogue(module: ir.Module) -> ir.Function:
+def _epilogue(module: ir.Module, vbmi: bool) -> ir.Function:
     """``cl_qconv.epi(tile, mr, nv, y, ystride, npix, comp, ...)`` (the microkernels' arguments from ``y`` on):
     the ``mr x nv`` sums of ``tile [MR][2]`` finished and stored: scale, bias, residual, clamp, the output's
     round trip or quantization, the masked stores (in flat mode one per output row the vector touches, its masks
@@ -144,13 +155,13 @@ def _epilogue(module: ir.Module) -> ir.Function:
         return fn
     fn.attributes.add("noinline")
     tile, mr, nv, y, ystride, npix, comp, scale, bias, res, flags, lo, hi, fwp, fow, ftotal, \
-        osc, ozp, ssc, szp, psc, pzp = fn.args
+        osc, ozp, ssc, szp, psc, pzp, lut = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     mload, fstore, bstore = _mload(module), _masked_store(module, VEC), store_bytes(module)
     iota = ir.Constant(IVEC, list(range(VL)))
     on = lambda bit: b.icmp_unsigned("!=", b.and_(flags, c64(bit)), c64(0))
     has_bias, has_res, has_clamp = on(FLAG_BIAS), on(FLAG_RES), on(FLAG_CLAMP)
-    has_fq, has_silu, has_u8 = on(FLAG_FQ), on(FLAG_SILU), on(FLAG_U8)
+    has_fq, has_silu, has_u8, has_lut = on(FLAG_FQ), on(FLAG_SILU), on(FLAG_U8), on(FLAG_LUT)
     u8_plain = b.and_(has_u8, b.not_(has_silu))          # a uint8 output quantized with the output's pair
     lov, hiv = splat(b, lo), splat(b, hi)
     ybytes = b.bitcast(y, BYTE_PTR)
@@ -159,6 +170,7 @@ def _epilogue(module: ir.Module) -> ir.Function:
     zero = ir.Constant(VEC, None)
     bias_at = b.select(has_bias, bias, scale)                       # (a readable address either way)
     res_on = b.select(has_res, ir.Constant(MASK, [1] * VL), ir.Constant(MASK, [0] * VL))
+    table = lut_bytes(b, has_lut, lut, vbmi)
 
     def parts(v, body):
         """``body(offset, mask)`` for each part of vector ``v`` in y (offsets from channel 0's plane): the row's
@@ -205,23 +217,25 @@ def _epilogue(module: ir.Module) -> ir.Function:
                              splat(b, b.load(b.gep(scale, [i])))), bi)
 
     def finish(v, off, mask):
-        """Without SiLU: the ``mr`` channels of vector ``v``'s part at ``off`` each computed and stored in one go
-        (in registers: three loops over a stack tile made small 1x1 convolutions 1.5x slower)."""
+        """Without SiLU (or with it looked up): the ``mr`` channels of vector ``v``'s part at ``off`` each computed
+        and stored in one go (in registers: three loops over a stack tile made small 1x1 convolutions 1.5x
+        slower)."""
         with for_range(b, 0, mr, "i") as i:
             at = b.add(b.mul(i, ystride), off)
             rv = b.call(mload, [b.bitcast(b.gep(res, [at]), VECP), ir.Constant(I32, 4), b.and_(mask, res_on), zero])
             out = sums(i, v)
             out = b.select(has_res, b.fadd(out, rv), out)
             out = b.select(has_clamp, clamp_lanes(b, out, lov, hiv), out)
-            out, t = quantize_out(b, out, has_fq, u8_plain, osc, ozp)
+            out, t = looked_up(b, out, has_fq, u8_plain, osc, ozp, has_lut, lut, table)
             with b.if_else(has_u8) as (as_bytes, as_floats):
                 with as_bytes:
-                    b.call(bstore, [bytes_of(b, t), b.bitcast(b.gep(ybytes, [at]), BYTES.as_pointer()),
+                    b.call(bstore, [b.trunc(t, BYTES), b.bitcast(b.gep(ybytes, [at]), BYTES.as_pointer()),
                                     ir.Constant(I32, 1), mask])
                 with as_floats:
-                    b.call(fstore, [out, b.bitcast(b.gep(y, [at]), VECP), ir.Constant(I32, 4), mask])
+                    b.call(fstore, [lut_value(b, out, t, has_lut, psc, pzp), b.bitcast(b.gep(y, [at]), VECP),
+                                    ir.Constant(I32, 4), mask])
 
-    with b.if_else(has_silu) as (with_silu, plain):
+    with b.if_else(b.and_(has_silu, b.not_(has_lut))) as (with_silu, plain):
         with plain, for_range(b, 0, nv, "v") as v:
             parts(v, lambda off, mask: finish(v, off, mask))
         with with_silu, for_range(b, 0, nv, "v") as v:
@@ -293,6 +307,10 @@ def _pack_body(module: ir.Module, u8: bool) -> ir.Function:
     phase0 = b.and_(f["pl"], c64(1))                 # column phase of lane 0 (ix steps by 16: fixed per conv)
 
     zbytes = b.trunc(splat_i32(b, zp), BYTES)
+    zwide = b.shuffle_vector(zbytes, ir.Constant(BYTES, None), ir.Constant(ir.VectorType(I32, WIDE), [0] * WIDE))
+    iota64 = ir.Constant(ir.VectorType(I32, WIDE), list(range(WIDE)))
+    wload = module.globals.get("llvm.masked.load.v64i8.p0v64i8") or ir.Function(
+        module, ir.FunctionType(WBYTES, [WBYTES.as_pointer(), I32, WMASK, WBYTES]), "llvm.masked.load.v64i8.p0v64i8")
     pairs = ir.Constant(ir.VectorType(I32, 2 * VL), [k // 2 + (k % 2) * VL for k in range(2 * VL)])
     quads = ir.Constant(ir.VectorType(I32, 4 * VL), [(k // 4) * 2 + k % 2 + (k % 4 // 2) * 2 * VL
                                                      for k in range(4 * VL)])
@@ -314,17 +332,49 @@ def _pack_body(module: ir.Module, u8: bool) -> ir.Function:
                                     ir.Constant(BYTES, None)])
                 rows.append(b.select(real, xv, zbytes))
             else:
-                xv = b.call(mload, [b.bitcast(src, VECP), ir.Constant(I32, 4), lanes, zero])
-                tq = b.fadd(b.call(rint, [b.fdiv(xv, sx)]), zf)
-                tq = b.select(b.fcmp_unordered("uno", tq, tq), zero, tq)                 # NaN -> 0
-                tq = b.select(b.fcmp_ordered("<", tq, zero), zero, tq)
-                tq = b.select(b.fcmp_ordered(">", tq, top), top, tq)
-                qv = b.select(real, b.fptosi(tq, IVEC), splat_i32(b, zp))
-                packed = b.or_(packed, b.shl(qv, ir.Constant(IVEC, [8 * rr] * VL)))
+                # a channel past ``c`` (c = 3: the stem's fourth) is the zero point's byte, nothing computed for it
+                # (the stem 3->16 at 320 x 320: 268 -> 249 us, one thread)
+                zpv = splat_i32(b, zp)
+                before = b.block
+                with b.if_then(real):
+                    xv = b.call(mload, [b.bitcast(src, VECP), ir.Constant(I32, 4), mask, zero])
+                    tq = b.fadd(b.call(rint, [b.fdiv(xv, sx)]), zf)
+                    tq = b.select(b.fcmp_unordered("uno", tq, tq), zero, tq)                 # NaN -> 0
+                    tq = b.select(b.fcmp_ordered("<", tq, zero), zero, tq)
+                    tq = b.select(b.fcmp_ordered(">", tq, top), top, tq)
+                    qv = b.fptosi(tq, IVEC)
+                    then = b.block
+                word = b.phi(IVEC)
+                word.add_incoming(qv, then)
+                word.add_incoming(zpv, before)
+                packed = b.or_(packed, b.shl(word, ir.Constant(IVEC, [8 * rr] * VL)))
         if u8:                          # bytes r0[i], r1[i], r2[i], r3[i] make word i
             low, high = b.shuffle_vector(rows[0], rows[1], pairs), b.shuffle_vector(rows[2], rows[3], pairs)
             packed = b.bitcast(b.shuffle_vector(low, high, quads), IVEC)
         return packed
+
+    def wide_quad_words(img, q, at, count):
+        """The four vectors of packed words of a uint8 input's pixels ``at .. at + 63`` (``count`` of them in the
+        row, the rest not read) of channel quad ``q``: four rows of 64 bytes, interleaved by byte pairs, then by
+        pairs of pairs."""
+        mask = b.icmp_signed("<", iota64, b.shuffle_vector(splat_i32(b, count), ir.Constant(IVEC, None),
+                                                           ir.Constant(ir.VectorType(I32, WIDE), [0] * WIDE)))
+        rows = []
+        for rr in range(QUAD):
+            ch = b.add(b.mul(q, c64(QUAD)), c64(rr))
+            real = b.icmp_signed("<", ch, c)
+            src = b.gep(x, [b.add(b.mul(b.add(b.mul(img, c), b.select(real, ch, c64(0))), b.mul(h, w)), at)])
+            lanes = b.and_(mask, b.select(real, ir.Constant(WMASK, [1] * WIDE), ir.Constant(WMASK, [0] * WIDE)))
+            xv = b.call(wload, [b.bitcast(src, WBYTES.as_pointer()), ir.Constant(I32, 1), lanes,
+                                ir.Constant(WBYTES, None)])
+            rows.append(b.select(real, xv, zwide))
+        words = []
+        for j in range(QUAD):                       # pixels 16 j .. 16 j + 15
+            lo, hi = (b.shuffle_vector(rows[a], rows[a + 1], ir.Constant(
+                ir.VectorType(I32, 2 * VL), [16 * j + k // 2 + (k % 2) * WIDE for k in range(2 * VL)]))
+                for a in (0, 2))
+            words.append(b.bitcast(b.shuffle_vector(lo, hi, quads), IVEC))
+        return words
 
     with b.if_else(_flat_pack(b, f)) as (whole_planes, by_rows):
         with whole_planes, for_range(b, r0, r1, "pq") as plane:
@@ -374,11 +424,10 @@ def _pack_body(module: ir.Module, u8: bool) -> ir.Function:
                     fill(b.gep(row, [b.add(f["pl"], w)]), b.sub(wps, b.add(f["pl"], w)))
                 with whole, for_range(b, 0, sw, "cp") as cp:
                     fill(b.gep(row, [b.mul(cp, phase_words)]), wps)
-            with b.if_then(inside), for_range(b, 0, cdiv(b, w, c64(VL)), "ix") as ixb:
-                ix = b.mul(ixb, c64(VL))
-                count = b.sub(w, ix)
+            def put(packed, ix, count):
+                """The packed words of the row's input pixels ``ix ..`` (``count`` of them left, 16 at most used)
+                into their places."""
                 mask = b.icmp_signed("<", iota, splat_i32(b, count))
-                packed = quad_words(img, q, b.add(b.mul(iy, w), ix), mask)
                 col = b.add(ix, f["pl"])                                   # padded column of lane 0
                 with b.if_else(b.icmp_signed("==", f["sw"], c64(1))) as (one, split):
                     with one:
@@ -394,42 +443,31 @@ def _pack_body(module: ir.Module, u8: bool) -> ir.Function:
                             pmask = b.icmp_signed("<", half, splat_i32(b, smin(b, n_part, c64(VL // 2))))
                             at = b.gep(row, [b.add(b.mul(ph, phase_words), pos)])
                             b.call(istore, [part, b.bitcast(at, IVECP), ir.Constant(I32, 4), pmask])
+            if u8:
+                # 64 pixels of the four channel rows at a time (16 at a time, a 48 -> 1 1x1 convolution at 80 x 80,
+                # mostly the packing, took 29.6 us against 25.7, 128 -> 1 at 40 x 40 24.3 against 21.1; one thread)
+                with b.if_then(inside), for_range(b, 0, cdiv(b, w, c64(WIDE)), "ix") as ixb:
+                    ix = b.mul(ixb, c64(WIDE))
+                    count = b.sub(w, ix)
+                    for j, words in enumerate(wide_quad_words(img, q, b.add(b.mul(iy, w), ix), count)):
+                        with b.if_then(b.icmp_signed(">", count, c64(j * VL))):
+                            put(words, b.add(ix, c64(j * VL)), b.sub(count, c64(j * VL)))
+            else:
+                with b.if_then(inside), for_range(b, 0, cdiv(b, w, c64(VL)), "ix") as ixb:
+                    ix = b.mul(ixb, c64(VL))
+                    count = b.sub(w, ix)
+                    put(quad_words(img, q, b.add(b.mul(iy, w), ix), b.icmp_signed("<", iota, splat_i32(b, count))),
+                        ix, count)
     b.ret_void()
     return fn
 
 
-def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
-    """The pool body of phase 2: output rows ``[chunk * per, ...)`` of ``n * oh``, or (``flat``) segments of
-    ``NPIX`` flat indices ``oy * wps + ox`` of each image's phase plane width: the pixels of consecutive rows are
-    consecutive words of the packed input at every tap, so a small plane (5 x 5) fills the vectors with its rows
-    instead of leaving 11 of 16 lanes idle; the columns past ``ow`` are computed and not stored.  Or (``wc``)
-    emit_channels.py's units."""
-    entries = [microkernel(module, mr, nv, vnni) for nv in (1, 2) for mr in range(1, MR + 1)]
-    table = constant_table(module, "cl_qconv.table", MK_TYPE.as_pointer(), entries)
-    fn = ir.Function(module, BODY_TYPE, f"{QCONV_SYMBOL}.rows")
-    fn.linkage = "internal"
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    d, f = _fields(b, fn.args[0])
-    per = b.load(b.gep(d, [c64(len(FIELDS) + 1)]))
-    rows = _phase2_units(b, f)
-    r0 = b.mul(fn.args[1], per)
-    r1 = smin(b, rows, b.add(r0, per))
-    m, oh, ow, wps, kq = f["m"], f["oh"], f["ow"], f["wps"], f["kq"]
-    xq = b.inttoptr(f["xq"], BYTE_PTR)
-    wq = b.inttoptr(f["wq"], BYTE_PTR)
-    koff = b.inttoptr(f["koff"], I64P)
-    comp, scale = b.inttoptr(f["comp"], I32P), b.inttoptr(f["scale"], FPT)
-    y, ybytes = b.inttoptr(f["y"], FPT), b.inttoptr(f["y"], BYTE_PTR)
+def _epilogue_args(b: ir.IRBuilder, f: dict) -> tuple:
+    """The epilogues' arguments from the record: (flags, lo, hi, osc, ozp, ssc, szp, psc, pzp, lut)."""
     yu8 = b.icmp_unsigned("!=", f["yu8"], c64(0))
     has_silu = b.icmp_signed("!=", f["silu"], c64(0))
-
-    def y_at(at):
-        """Output element ``at`` (float32, or uint8 with ``yu8``) as the float pointer the epilogues take."""
-        return b.select(yu8, b.bitcast(b.gep(ybytes, [at]), FPT), b.gep(y, [at]))
     has_bias = b.icmp_unsigned("!=", f["bias"], c64(0))
     has_res = b.icmp_unsigned("!=", f["residual"], c64(0))
-    bias = b.inttoptr(b.select(has_bias, f["bias"], f["scale"]), FPT)
-    res = b.inttoptr(b.select(has_res, f["residual"], f["y"]), FPT)
     flags = b.or_(b.or_(b.select(has_bias, c64(FLAG_BIAS), c64(0)), b.select(has_res, c64(FLAG_RES), c64(0))),
                   b.select(b.icmp_signed("==", f["clamp"], c64(1)), c64(FLAG_CLAMP), c64(0)))
     has_fq = b.icmp_unsigned("!=", f["oscale"], c64(0))
@@ -448,7 +486,45 @@ def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
     ozp = b.sitofp(f["ozp"], F32)
     lo = b.fptrunc(b.bitcast(f["lo"], F64), F32)
     hi = b.fptrunc(b.bitcast(f["hi"], F64), F32)
-    tail = (flags, lo, hi, osc, ozp, scales["sscale"], szp, scales["pscale"], pzp)
+    # SiLU looked up where it follows the output's round trip and the record gives the table's words
+    has_lut = b.and_(b.and_(has_silu, b.and_(has_fq, b.icmp_unsigned("!=", f["lut"], c64(0)))),
+                     b.or_(yu8, b.icmp_unsigned("!=", f["pscale"], c64(0))))
+    flags = b.or_(flags, b.select(has_lut, c64(FLAG_LUT), c64(0)))
+    return (flags, lo, hi, osc, ozp, scales["sscale"], szp, scales["pscale"], pzp, f["lut"])
+
+
+def _conv_body(module: ir.Module, vnni: bool, vbmi: bool) -> ir.Function:
+    """The pool body of phase 2: output rows ``[chunk * per, ...)`` of ``n * oh``, or (``flat``) segments of
+    ``NPIX`` flat indices ``oy * wps + ox`` of each image's phase plane width: the pixels of consecutive rows are
+    consecutive words of the packed input at every tap, so a small plane (5 x 5) fills the vectors with its rows
+    instead of leaving 11 of 16 lanes idle; the columns past ``ow`` are computed and not stored.  Or (``wc``)
+    emit_channels.py's units."""
+    entries = [microkernel(module, mr, nv, vnni, vbmi) for nv in (1, 2) for mr in range(1, MR + 1)]
+    table = constant_table(module, "cl_qconv.table", MK_TYPE.as_pointer(), entries)
+    fn = ir.Function(module, BODY_TYPE, f"{QCONV_SYMBOL}.rows")
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    d, f = _fields(b, fn.args[0])
+    per = b.load(b.gep(d, [c64(len(FIELDS) + 1)]))
+    rows = _phase2_units(b, f)
+    r0 = b.mul(fn.args[1], per)
+    r1 = smin(b, rows, b.add(r0, per))
+    m, oh, ow, wps, kq = f["m"], f["oh"], f["ow"], f["wps"], f["kq"]
+    xq = b.inttoptr(f["xq"], BYTE_PTR)
+    wq = b.inttoptr(f["wq"], BYTE_PTR)
+    koff = b.inttoptr(f["koff"], I64P)
+    comp, scale = b.inttoptr(f["comp"], I32P), b.inttoptr(f["scale"], FPT)
+    y, ybytes = b.inttoptr(f["y"], FPT), b.inttoptr(f["y"], BYTE_PTR)
+    yu8 = b.icmp_unsigned("!=", f["yu8"], c64(0))
+
+    def y_at(at):
+        """Output element ``at`` (float32, or uint8 with ``yu8``) as the float pointer the epilogues take."""
+        return b.select(yu8, b.bitcast(b.gep(ybytes, [at]), FPT), b.gep(y, [at]))
+    has_bias = b.icmp_unsigned("!=", f["bias"], c64(0))
+    has_res = b.icmp_unsigned("!=", f["residual"], c64(0))
+    bias = b.inttoptr(b.select(has_bias, f["bias"], f["scale"]), FPT)
+    res = b.inttoptr(b.select(has_res, f["residual"], f["y"]), FPT)
+    tail = _epilogue_args(b, f)
     wstride = b.mul(kq, c64(QUAD))
     ystride = b.mul(oh, ow)
     image_bytes = b.mul(b.mul(f["cq"], f["plane"]), c64(QUAD))
@@ -470,13 +546,12 @@ def _conv_body(module: ir.Module, vnni: bool) -> ir.Function:
         mk = b.load(b.gep(tptr, [b.add(row0, b.sub(mr, c64(1)))]))
         at = b.add(ybase, b.mul(o0, ystride))
         b.call(mk, [xb, koff, kq, b.gep(wq, [b.mul(o0, wstride)]), wstride, y_at(at), ystride,
-                    npix, b.gep(comp, [o0]), b.gep(scale, [o0]), b.gep(bias, [o0]), b.gep(res, [at]),
-                    flags, lo, hi, wp_arg, ow_arg, total_arg, osc, ozp, scales["sscale"], szp,
-                    scales["pscale"], pzp])
+                    npix, b.gep(comp, [o0]), b.gep(scale, [o0]), b.gep(bias, [o0]), b.gep(res, [at])]
+               + list(tail[:3]) + [wp_arg, ow_arg, total_arg] + list(tail[3:]))
 
     with b.if_else(b.icmp_unsigned("!=", f["wc"], zero64)) as (channel_lanes, pixel_lanes):
         with channel_lanes:
-            emit_channels.emit_units(module, b, f, r0, r1, space, tail, vnni, y_at)
+            emit_channels.emit_units(module, b, f, r0, r1, space, tail, vnni, vbmi, y_at)
         # units: (flat run or output row) x output-channel block, the block fastest (a chunk's units share pixels)
         with pixel_lanes, b.if_else(flat) as (flat_mode, row_mode):
             with flat_mode, for_range(b, r0, r1, "u") as u:
@@ -510,9 +585,10 @@ def _phase2_units(b: ir.IRBuilder, f: dict) -> ir.Value:
 
 
 def emit_qconv(module: ir.Module, features: frozenset[str] = frozenset()) -> ir.Function:
-    """Defines ``QCONV_SYMBOL`` in ``module`` (``vpdpbusd`` when ``features`` have AVX-512 VNNI)."""
+    """Defines ``QCONV_SYMBOL`` in ``module`` (``vpdpbusd`` when ``features`` have AVX-512 VNNI, the SiLU table
+    looked up with byte permutes when they have VBMI)."""
     packs = _pack_body(module, False), _pack_body(module, True)
-    conv = _conv_body(module, VNNI_FEATURES <= features)
+    conv = _conv_body(module, VNNI_FEATURES <= features, VBMI_FEATURES <= features)
     pool = declare_pool(module)
     fn, b, desc, nt = driver_entry(module, QCONV_SYMBOL)
     d, f = _fields(b, desc)
@@ -526,6 +602,9 @@ def emit_qconv(module: ir.Module, features: frozenset[str] = frozenset()) -> ir.
     per_rows = cdiv(b, rows, b.mul(nt, split))
     b.store(per_rows, b.gep(d, [c64(len(FIELDS) + 1)]))
     with b.if_then(b.and_(b.icmp_signed(">", planes, c64(0)), b.icmp_signed(">", rows, c64(0)))):
+        flags, _, _, osc, ozp, ssc, szp, psc, pzp, lut = _epilogue_args(b, f)
+        with b.if_then(b.icmp_unsigned("!=", b.and_(flags, c64(FLAG_LUT)), c64(0))):    # SiLU's table, once
+            b.call(silu_table(module), [b.inttoptr(lut, IVECP), flags, osc, ozp, ssc, szp, psc, pzp])
         b.call(pool, [pack, b.bitcast(desc, BYTE_PTR_PTR), cdiv(b, planes, per), nt])
         b.call(pool, [conv, b.bitcast(desc, BYTE_PTR_PTR), cdiv(b, rows, per_rows), nt])
     b.ret_void()

@@ -17,11 +17,12 @@ sums, 3 weight vectors and a broadcast of 32 registers) over the taps and leaves
 shared epilogue ``cl_qconv.cepi`` then applies ``float(sum - comp) * scale + bias`` with per-channel vectors,
 transposes each vector's 8 pixels x 16 channels into 8 vectors of two channels x 8 pixels (three stages of
 two-source shuffles) and finishes those as the pixel-lane body does (residual, clamp, the output's round trip,
-SiLU: emit_epilogue.py's ``quantize_out`` and ``silu_pass``), each half stored as 8 consecutive floats (or, with
-FLAG_U8, bytes) of its channel's NCHW plane.  The transpose beats ``llvm.masked.scatter`` of each sum vector to
-``y[o * oh * ow + pixel]`` (and a gather of the residual) on this Zen 4, where the epilogue weighs most, in 1x1
-convolutions: time against the pixel-lane body's, one thread, 0.76 transposed / 0.97 scattered (160->1280 at
-5 x 5), 0.78 / 1.11 (80->480 at 5 x 5), 0.85 / 1.33 (32->192 at 10 x 10); 0.55 / 0.56 for 3x3 256->256 at 5 x 5.
+SiLU: emit_epilogue.py's ``quantize_out`` and ``silu_pass``, or ``looked_up`` in its table), each half stored
+as 8 consecutive floats (or, with FLAG_U8, bytes) of its channel's NCHW plane.  The transpose beats
+``llvm.masked.scatter`` of each sum vector to ``y[o * oh * ow + pixel]`` (and a gather of the residual) on this
+Zen 4, where the epilogue weighs most, in 1x1 convolutions: time against the pixel-lane body's, one thread,
+0.76 transposed / 0.97 scattered (160->1280 at 5 x 5), 0.78 / 1.11 (80->480 at 5 x 5), 0.85 / 1.33 (32->192 at
+10 x 10); 0.55 / 0.56 for 3x3 256->256 at 5 x 5.
 SiLU runs as a pass of its own over the unit's values (kept on the stack for it): its call inside the loop made
 LLVM keep the loop's vectors on the stack, and the 1x1 ratios above were 0.98 and 1.17 (160->1280, 32->192) that
 way.
@@ -70,9 +71,9 @@ VBYTES = VL * QUAD                    # bytes of a weight vector (16 output chan
 ACC_TYPE = ir.FunctionType(VOID, [BYTE_PTR, I64P, I64P, I64, BYTE_PTR, I64, IVECP])
 # accumulate(xb, pix, koff, kq, wc, wstride, tile): the sums of the pixels at byte offsets pix[i] of xb and the
 # channel vectors at wc + j * wstride, over the kq taps, to tile[j * PIX + i]
-EPI_TYPE = ir.FunctionType(VOID, [IVECP, I64, I64, I64, FPT, I64, I32P, FPT, FPT, FPT, I64] + [F32] * 8)
+EPI_TYPE = ir.FunctionType(VOID, [IVECP, I64, I64, I64, FPT, I64, I32P, FPT, FPT, FPT, I64] + [F32] * 8 + [I64])
 # epilogue(tile, npix, nvec, mrem, y, ystride, comp, scale, bias, res, flags, lo, hi, osc, ozp, ssc, szp, psc,
-# pzp): nvec channel vectors of npix pixels, mrem output channels left from the block's first (y, comp, ...
+# pzp, lut): nvec channel vectors of npix pixels, mrem output channels left from the block's first (y, comp, ...
 # there; res at the same offset as y)
 
 
@@ -135,14 +136,14 @@ def transpose_pairs(b: ir.IRBuilder, rows: list) -> list:
     return rows
 
 
-def epilogue(module: ir.Module) -> ir.Function:
+def epilogue(module: ir.Module, vbmi: bool) -> ir.Function:
     """``cl_qconv.cepi``: the epilogue of a unit's tile (see the module docstring)."""
     fn = internal_function(module, "cl_qconv.cepi", EPI_TYPE, noalias=(0, 4))
     if not fn.is_declaration:
         return fn
     fn.attributes.add("noinline")
-    tile, npix, nvec, mrem, y, ystride, comp, scale, bias, res, flags, lo, hi, osc, ozp, ssc, szp, psc, pzp = \
-        fn.args
+    tile, npix, nvec, mrem, y, ystride, comp, scale, bias, res, flags, lo, hi, osc, ozp, ssc, szp, psc, pzp, \
+        lut = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     iload = _intrinsic(module, "llvm.masked.load.v16i32.p0v16i32",
                        ir.FunctionType(IVEC, [IVECP, I32, MASK, IVEC]))
@@ -158,9 +159,12 @@ def epilogue(module: ir.Module) -> ir.Function:
     has_bias, has_res, has_clamp, has_fq, has_silu, has_u8 = (
         on(x) for x in (emit.FLAG_BIAS, emit.FLAG_RES, emit.FLAG_CLAMP, emit.FLAG_FQ, emit.FLAG_SILU, emit.FLAG_U8))
     u8_plain = b.and_(has_u8, b.not_(has_silu))          # a uint8 output quantized with the output's pair
+    has_lut = on(emit.FLAG_LUT)
+    has_silu = b.and_(has_silu, b.not_(has_lut))         # (SiLU computed: not looked up)
     ybytes = b.bitcast(y, BYTE_PTR)
     vals, qvals = b.alloca(VEC, PIX), b.alloca(VEC, PIX)      # SiLU's input and its quantized lanes
     vals.align = qvals.align = 64
+    table = emit.lut_bytes(b, has_lut, lut, vbmi, once=False)
     lov, hiv = splat(b, lo), splat(b, hi)
     zero, izero, hzero = ir.Constant(VEC, None), ir.Constant(IVEC, None), ir.Constant(HALF, None)
     iota = ir.Constant(IVEC, list(range(VL)))
@@ -203,14 +207,14 @@ def epilogue(module: ir.Module) -> ir.Function:
             clamped = b.select(b.fcmp_ordered("<", out, lov), lov, out)
             clamped = b.select(b.fcmp_ordered(">", clamped, hiv), hiv, clamped)
             out = b.select(has_clamp, clamped, out)
-            out, t = emit.quantize_out(b, out, has_fq, u8_plain, osc, ozp)
+            out, t = emit.looked_up(b, out, has_fq, u8_plain, osc, ozp, has_lut, lut, table)
             with b.if_then(has_silu):                               # (SiLU's input, for the pass below)
                 b.store(out, b.gep(vals, [c64(q)]))
             with b.if_then(b.not_(has_silu)), b.if_else(has_u8) as (as_bytes, as_floats):
                 with as_bytes:
-                    store(emit.bytes_of(b, t), o0, q, masks[q], True)
+                    store(b.trunc(t, emit.BYTES), o0, q, masks[q], True)
                 with as_floats:
-                    store(out, o0, q, masks[q], False)
+                    store(emit.lut_value(b, out, t, has_lut, psc, pzp), o0, q, masks[q], False)
         # SiLU (rare) as a pass of its own: its call inside the loop above made LLVM keep the loop's vectors on the
         # stack
         with b.if_then(has_silu):
@@ -240,12 +244,12 @@ def units(b: ir.IRBuilder, f: dict) -> ir.Value:
 
 
 def emit_units(module: ir.Module, b: ir.IRBuilder, f: dict, r0: ir.Value, r1: ir.Value, space, tail, vnni: bool,
-               y_at):
-    """Units ``[r0, r1)`` of the body (``tail``: flags, lo, hi, osc, ozp, ssc, szp, psc, pzp as the pixel-lane
+               vbmi: bool, y_at):
+    """Units ``[r0, r1)`` of the body (``tail``: flags, lo, hi, osc, ozp, ssc, szp, psc, pzp, lut as the pixel-lane
     microkernels take them; ``space``: scratch(); ``y_at(e)``: output element e's address)."""
     table = constant_table(module, "cl_qconv.ctable", ACC_TYPE.as_pointer(),
                            [accumulate(module, p, v, vnni) for p in range(1, PIX + 1) for v in range(1, CV + 1)])
-    epi = epilogue(module)
+    epi = epilogue(module, vbmi)
     tile, pix = space
     tptr = b.bitcast(table, ACC_TYPE.as_pointer().as_pointer())
     m, ow, wps, kq = f["m"], f["ow"], f["wps"], f["kq"]
