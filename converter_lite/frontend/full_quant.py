@@ -12,8 +12,8 @@ writes the QDQ model that the converter then imports like any other (MindSpore's
    int8 weights (symmetric, zero point 0), ``per_channel``, the calibration method (MAX_MIN -> MinMax, KL ->
    Entropy, REMOVAL_OUTLIER -> Percentile at 99.999%) and ``nodes_to_exclude`` (``skip_quant_node`` plus the nodes
    whose weight is below ``min_quant_weight_size`` elements or ``min_quant_weight_channel`` output channels, and
-   the Convs the native int8 convolution does not run: depthwise and grouped ones, column strides over 2).  KL's
-   ranges come from onnxruntime's Entropy calibrator built with 512 histogram bins and handed to quantize_static
+   the Convs the native int8 convolutions do not run: grouped ones other than depthwise, column strides over 2).
+   KL's ranges come from onnxruntime's Entropy calibrator built with 512 histogram bins and handed to quantize_static
    (``calibration_cache_path``): quantize_static's own has 128, too few to clip anything (an onnxruntime without
    that parameter gets its own, with a WARNING);
 4. ``bias_correction`` (MindSpore's): every quantized Conv/Gemm is run twice on each calibration input, in float on
@@ -227,15 +227,26 @@ def weight_slot(node: onnx.NodeProto, inits: dict) -> tuple[int, int] | None:
     return None
 
 
-def int8_conv_runs(node: onnx.NodeProto) -> bool:
-    """Whether the native int8 convolution takes this Conv's geometry (one group, a column stride of 1 or 2:
-    kernels/qconv/abi.py).  The others stay float32: quantized, they would run in float on the dequantized
-    weights with a quantize/dequantize step on each side (mobilenet_v2_half's depthwise convolutions made its
-    FULL_QUANT model 1.10x the float one), and their weights are a small part of the file."""
+def int8_conv_runs(node: onnx.NodeProto, weight_dims: list[int] | None = None) -> bool:
+    """Whether a native int8 convolution takes this Conv's geometry: one group and a column stride of 1 or 2
+    (kernels/qconv/abi.py), or depthwise (``group`` = the weight's output channels, one input channel each:
+    ``weight_dims`` ``[group, 1, kh, kw]``) with a column stride of 1 or 2 and a column dilation of 1
+    (kernels/qconv_depthwise/abi.py).  The others stay float32: quantized, they would run in float on the
+    dequantized weights with a quantize/dequantize step on each side (mobilenet_v2_half's depthwise convolutions,
+    before the int8 depthwise driver, made its FULL_QUANT model 1.10x the float one), and their weights are a
+    small part of the file."""
     from ..kernels.qconv.abi import STRIDES
+    from ..kernels.qconv_depthwise.abi import STRIDES as DW_STRIDES
     attrs = {a.name: oh.get_attribute_value(a) for a in node.attribute}
     strides = list(attrs.get("strides", [1, 1]))
-    return int(attrs.get("group", 1)) == 1 and len(strides) == 2 and int(strides[1]) in STRIDES
+    group = int(attrs.get("group", 1))
+    if len(strides) != 2:
+        return False
+    if group == 1:
+        return int(strides[1]) in STRIDES
+    dilations = list(attrs.get("dilations", [1, 1]))
+    return weight_dims is not None and len(weight_dims) == 4 and int(weight_dims[0]) == group and \
+        int(weight_dims[1]) == 1 and int(strides[1]) in DW_STRIDES and len(dilations) == 2 and int(dilations[1]) == 1
 
 
 def _excluded(pre: onnx.ModelProto, cfg) -> list[str]:
@@ -253,7 +264,7 @@ def _excluded(pre: onnx.ModelProto, cfg) -> list[str]:
         slot = weight_slot(n, inits)
         if slot is None or n.name in out:
             continue
-        if n.op_type == "Conv" and not int8_conv_runs(n):
+        if n.op_type == "Conv" and not int8_conv_runs(n, list(inits[n.input[slot[0]]].dims)):
             out.append(n.name)
             continue
         dims = list(inits[n.input[slot[0]]].dims)

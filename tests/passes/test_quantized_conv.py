@@ -246,3 +246,50 @@ def test_a_qdq_silu_goes_into_the_epilogue(tmp_path, sigmoid_qdq):
     want = run_ort(model, {"x": x})[0]
     got = converter_lite.load(ms).run({"x": x})["y2"]
     assert np.abs(got - want).max() <= 0.04 * 1.001 and np.mean(got != want) < 0.02
+
+
+def _qdq_depthwise_model(c, k, strides, dil, pads, h=19, w=21):
+    """x -> Q -> DQ -> depthwise Conv (group = c, dequantized int8 weights, bias) -> Clip(0, 6)."""
+    rng = np.random.default_rng(c + k)
+    wq = rng.integers(-127, 128, (c, 1, k, k)).astype(np.int8)
+    wq[:, 0, 0, 0] = 127                      # symmetric per-channel quantization: each channel reaches 127
+    ws = rng.uniform(0.002, 0.01, c).astype(np.float32)
+    nodes = [oh.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             oh.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             oh.make_node("DequantizeLinear", ["wq", "ws"], ["w"], axis=0),
+             oh.make_node("Conv", ["xd", "w", "b"], ["c"], pads=pads, strides=list(strides), dilations=list(dil),
+                          group=c),
+             oh.make_node("Clip", ["c", "lo", "hi"], ["y"])]
+    inits = {"s": np.array(0.03, np.float32), "z": np.array(131, np.uint8), "wq": wq, "ws": ws,
+             "b": rng.standard_normal(c).astype(np.float32), "lo": np.array(0, np.float32),
+             "hi": np.array(6, np.float32)}
+    return make_model(nodes, [tensor_info("x", np.float32, [1, c, h, w])], [tensor_info("y", np.float32, None)],
+                      initializers=inits)
+
+
+@pytest.mark.parametrize("c,k,strides,dil,pads", [(24, 3, (1, 1), (1, 1), [1, 1, 1, 1]),
+                                                  (17, 3, (2, 2), (1, 1), [1, 1, 1, 1]),
+                                                  (8, 5, (1, 1), (2, 1), [4, 2, 4, 2]),
+                                                  (5, 3, (2, 1), (1, 1), [0, 1, 2, 1])])
+def test_qdq_depthwise_conv_runs_on_the_int8_depthwise_convolution(tmp_path, c, k, strides, dil, pads):
+    from converter_lite.kernels.qconv_depthwise.abi import SYMBOL
+    model = _qdq_depthwise_model(c, k, strides, dil, pads)
+    ms = _convert(tmp_path, model)
+    nodes = load_model(ms).graph.nodes
+    q = [n for n in nodes if n.op == "QuantizedConv"]
+    assert len(q) == 1 and SYMBOL in q[0].attrs.get("native_drivers", ()) and not any(n.op == "Conv" for n in nodes)
+    x = (np.random.default_rng(1).standard_normal((1, c, 19, 21)) * 2).astype(np.float32)
+    got = converter_lite.load(ms, num_threads=2).run({"x": x})["y"]
+    want = run_ort(model, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_a_depthwise_conv_the_driver_does_not_take_stays_float(tmp_path):
+    """A column dilation of 2 (kernels/qconv_depthwise/abi.py) keeps the float Conv."""
+    model = _qdq_depthwise_model(8, 3, (1, 1), (1, 2), [1, 2, 1, 2])
+    ms = _convert(tmp_path, model)
+    assert not any(n.op == "QuantizedConv" for n in load_model(ms).graph.nodes)
+    x = np.random.default_rng(2).standard_normal((1, 8, 19, 21)).astype(np.float32)
+    want = run_ort(model, {"x": x})[0]
+    np.testing.assert_allclose(converter_lite.load(ms).run({"x": x})["y"], want, rtol=1e-5,
+                               atol=1e-5 * np.abs(want).max())

@@ -9,8 +9,8 @@ values and scale per output channel back: a channel ``w`` is accepted when a sca
 ``q``, and nothing about the model's arithmetic is assumed.  Other readers of the QuantizeLinear/DequantizeLinear
 outputs keep them.  A zero Pad in front of the QuantizeLinear (TensorFlow-style exports pad explicitly; the
 quantizer put the pair between the Pad and the Conv) moves into the Conv's pads first, int8 or not
-(``check_padded``).  Only what the driver takes is rewritten: a uint8 zero point, one group, stride 1, 2-D, float32
-(kernels/qconv/abi.py ``select``).
+(``check_padded``).  Only what a driver takes is rewritten: a uint8 zero point, 2-D, float32, one group
+(kernels/qconv/abi.py ``select``) or depthwise (kernels/qconv_depthwise/abi.py ``select``).
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import numpy as np
 
 from ...ir.core import TensorType, Value
 from ...kernels.qconv.abi import select
+from ...kernels.qconv_depthwise.abi import select as select_depthwise
 from ...ops.builder import GraphBuilder
 from ..registry import register_pass
 from ..simplify.pattern import Const, Match, MatchResult, Opt, Var, op
@@ -151,15 +152,17 @@ def check(m: Match) -> MatchResult:
 
 
 def _candidate_ok(m: Match) -> bool:
-    """The driver's own test, asked of the node the rewrite would make (not inserted anywhere)."""
+    """The drivers' own tests, asked of the node the rewrite would make (not inserted anywhere)."""
     q, scale = _weights(m)
     x = m["x"]
     if x.type is not None and x.type.is_tensor and x.type.shape is None:
         # dims known only at run time: ask with the input's known parts (the runtime re-selects per shape and
         # binds the driver only where the shapes fit)
-        x = Value(x.name, TensorType(x.type.dtype, (1, int(q.shape[1]), 1, 1)))
+        group = int(m.node("conv").attrs.get("group", 1))
+        x = Value(x.name, TensorType(x.type.dtype, (1, int(q.shape[1]) * group, 1, 1)))
     ins = [x, m["s1"], m["z1"], Value("w", const=q), Value("w_scale", const=scale), m["b"]]
-    return bool(select(SimpleNamespace(op="QuantizedConv", inputs=ins, attrs=dict(m.node("conv").attrs))))
+    node = SimpleNamespace(op="QuantizedConv", inputs=ins, attrs=dict(m.node("conv").attrs))
+    return bool(select(node) or select_depthwise(node))
 
 
 def rewrite(m: Match, b: GraphBuilder) -> Value:
