@@ -23,8 +23,9 @@ GEMMs/convolutions); an executor keeps one bound list per count it has run with,
 ``num_threads > 1`` and ``adaptive``, ``threads.ThreadChooser`` picks 1 or ``num_threads`` per run from the
 measured run times (a second thread loses when the cores are busy); a plan with at most ``TINY_PLAN_BYTES`` of
 buffers and no product (``product_work``) of ``TINY_PRODUCT`` multiply-adds or more always runs on one thread.
-numpy's BLAS stays at one thread (``threads.blas_enter``).  A run silences numpy's floating-point warnings
-(``np.errstate``) unless every step is bound to native code or only moves values (``Plan.quiet``).
+numpy's BLAS stays at one thread (``threads.blas_enter``) in runs whose steps may call it (``needs_blas``).  A
+run silences numpy's floating-point warnings (``np.errstate``) unless every step is bound to native code or only
+moves values (``Plan.quiet``).
 
 Thread safety: a Plan is immutable after construction (but for the chooser's statistics, behind a lock, and
 the ``quiet`` answers it caches, the same whichever run finds them);
@@ -64,7 +65,7 @@ from .direct_io import (
 from .generic_step import generic_step
 from .program import KernelEntry, Program, lower
 from .shared_arena import SharedArena
-from .step_needs import BLAS_OPS, TINY_PRODUCT, product_work, step_quiet
+from .step_needs import BLAS_OPS, TINY_PRODUCT, product_work, step_blas_free, step_quiet
 from .threads import ThreadChooser, blas_enter, blas_exit
 from .transpose_views import transpose_views
 
@@ -120,6 +121,7 @@ class Plan:
         support = getattr(getattr(resolve, "library", None), "support", None)
         self.runner = support(RUN_SYMBOL) if support is not None else None
         self._quiet: dict[int, bool] = {}              # per thread count: ``quiet``
+        self._blas: dict[int, bool] = {}               # per thread count: ``needs_blas``
 
     def acquire(self) -> Executor:
         """An executor of this plan for a caller's exclusive use (a Loop holds one for all its iterations)."""
@@ -199,10 +201,13 @@ class Plan:
             quiet = self._quiet.get(nt)
             if quiet is None:
                 quiet = self.quiet(nt, ex)
+            blas = self._blas.get(nt)
+            if blas is None:
+                blas = self.needs_blas(nt, ex)
             if quiet:
-                return self._run(ex, inputs, timings, nt, outputs, chooser)
+                return self._run(ex, inputs, timings, nt, outputs, chooser, blas)
             with np.errstate(all="ignore"):            # ONNX semantics: inf/nan results are values, not warnings
-                return self._run(ex, inputs, timings, nt, outputs, chooser)
+                return self._run(ex, inputs, timings, nt, outputs, chooser, blas)
         finally:
             if lock is not None:
                 lock.release()
@@ -210,10 +215,11 @@ class Plan:
                 free.append(ex)
 
     def _run(self, ex: Executor, inputs: Sequence, timings: list[float] | None, nt: int, outputs: Sequence | None,
-             chooser: ThreadChooser | None) -> list:
-        """``ex.run`` with numpy's BLAS limited when the plan has BLAS ops, timed for ``chooser`` when given."""
+             chooser: ThreadChooser | None, blas: bool = True) -> list:
+        """``ex.run`` with numpy's BLAS limited when ``blas`` (``needs_blas``), timed for ``chooser`` when given."""
+        blas = blas and self.uses_blas
         if chooser is None:
-            if not self.uses_blas:
+            if not blas:
                 return ex.run(inputs, timings, nt, outputs)
             blas_enter(nt)
             try:
@@ -221,7 +227,7 @@ class Plan:
             finally:
                 blas_exit()
         t0 = time.perf_counter()
-        if not self.uses_blas:
+        if not blas:
             out = ex.run(inputs, timings, nt, outputs)
         else:
             blas_enter(nt)
@@ -231,6 +237,26 @@ class Plan:
                 blas_exit()
         chooser.record(nt, time.perf_counter() - t0)
         return out
+
+    def needs_blas(self, nt: int, ex: Executor | None = None) -> bool:
+        """Whether a run on ``nt`` threads may call numpy's BLAS, so that it limits BLAS's threads
+        (``threads.blas_enter``): the plan has BLAS ops (``uses_blas``) and some step of one is bound to code other
+        than native calls (``step_needs.step_blas_free``).  Known once the steps are bound, like ``quiet``."""
+        got = self._blas.get(nt)
+        if got is None:
+            if not self.uses_blas:
+                got = self._blas[nt] = False
+                return got
+            held = ex is None
+            if held:
+                ex = self.acquire()
+            try:
+                got = self._blas[nt] = not all(step_blas_free(st, f) for st, f in zip(self.program.steps,
+                                                                                        ex.calls(nt)))
+            finally:
+                if held:
+                    self.release(ex)
+        return got
 
     def quiet(self, nt: int, ex: Executor | None = None) -> bool:
         """Whether no step of a run on ``nt`` threads can raise a numpy floating-point warning (``step_needs.step_quiet``), so

@@ -62,6 +62,7 @@ def _run(resolver, x, w, b, attrs, driver=True, pad=None, shared=None):
         descs = [getattr(c, "conv_desc", None) for c in plan._free[-1].calls(nt)]
         used = [d is not None for d in descs]
         assert driver in used and (driver or not any(used)), f"driver used: {used}, expected {driver}"
+        assert plan.needs_blas(nt) is (not driver)          # a Conv bound to a driver never calls numpy's BLAS
         if shared is not None and nt == 2:
             assert any(d[conv_native.FIELDS.index("shared")] == shared for d in descs if d is not None)
     return want
@@ -98,6 +99,10 @@ CASES = [  # x shape, w shape, attrs
     ((1, 4, 6, 5), (5, 4, 2, 3), {"pads": (0, 0, 0, 0)}),
     ((3, 16, 11, 13), (24, 16, 3, 3), {"pads": (1, 1, 1, 1)}),
     ((1, 2, 4, 4), (3, 2, 5, 5), {"pads": (3, 4, 3, 4)}),                    # taps entirely in the padding
+    # 1x1 planes whose last pixel tile needs 1 (196 px; on 2 threads 3 and 2), 3 (100 px) or 2 (25 px) vectors
+    ((1, 16, 14, 14), (13, 16, 1, 1), {}),
+    ((2, 8, 10, 10), (7, 8, 1, 1), {}),
+    ((1, 8, 5, 5), (6, 8, 1, 1), {}),
 ]
 
 
