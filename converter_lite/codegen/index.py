@@ -355,6 +355,13 @@ def _concat(em, node: Node, v: Value, idx: Index) -> ir.Value:
             continue
         pieces.append((p, off))
         off += p.shape[axis]
+    j = em.known_pieces.get(id(node))
+    if j is not None:                       # a loop region reading one input (interior.py): no selection
+        p, off = pieces[j]
+        coords = list(idx.coords())
+        if off:
+            coords[axis] = idx.b.sub(coords[axis], ir.Constant(I64, off))
+        return em.value_at(p, Index(idx.b, p.shape, coords))
     return _pieces_along(em, pieces, axis, idx, em.compute_type(v))
 
 

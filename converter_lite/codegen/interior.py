@@ -16,11 +16,18 @@ holds their (id(Pad node), axis) keys and index.py reads the input without clamp
 loop is a plain contiguous loop that LLVM vectorizes.  Every split axis is split in every region of the outer
 ones (9 bodies for a 2-D window): in a border row the row guards are loop-invariant in the column loop (a
 scalar clamp and a blend), so its interior columns are still contiguous vector loads, not gathers.
+
+Concats are split the same way: one reached along such affine maps with its axis following a stage axis with
+multiplier 1 (``Guards.pieces``) cuts that axis where its input changes, and in each region ``em.known_pieces``
+names the input read there, which index.py reads directly instead of loading every input at a clamped
+coordinate and selecting (per element, with gathers along the innermost loop): YOLOv8n's byte Concat of its
+three heads along the 2100 anchors took 204 us, 4 split.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from llvmlite import ir
 
@@ -31,14 +38,42 @@ from .scalar import SCALAR_EMITTERS
 from .types import I64
 
 NEVER = "never"
+MAX_PIECES = 16        # Concats of more inputs keep their per-element selection (a loop body per input otherwise)
 # a form: (stage axis, multiplier, offset) of one coordinate; axis -1 is the constant ``offset``; None: unknown
 Form = tuple[int, int, int] | None
 
 
 @dataclass
 class Guards:
-    """Guards of one stage: ``ranges[key] = (stage axis, first, last)`` (inclusive) or NEVER."""
+    """Guards of one stage: ``ranges[key] = (stage axis, first, last)`` (inclusive) or NEVER; ``pieces[id(Concat)]
+    = (stage axis, ((first, stop) per input))``: where each input of a Concat is the one read, or NEVER."""
     ranges: dict = field(default_factory=dict)
+    pieces: dict = field(default_factory=dict)
+
+    def add_pieces(self, key, state) -> None:
+        old = self.pieces.get(key)
+        self.pieces[key] = state if old is None or old == state else NEVER
+
+    def cuts(self, shape) -> dict[int, set[int]]:
+        """Per stage axis, the coordinates inside it where some Concat's input changes."""
+        out: dict[int, set[int]] = {}
+        for st in self.pieces.values():
+            if st == NEVER:
+                continue
+            k, spans = st
+            out.setdefault(k, set()).update(p for span in spans for p in span if 0 < p < shape[k])
+        return {k: v for k, v in out.items() if v}
+
+    def pieces_in(self, axis: int, first: int, stop: int) -> dict[int, int]:
+        """The Concats along ``axis`` that read one input all over ``[first, stop)``: id(node) -> its index."""
+        out = {}
+        for key, st in self.pieces.items():
+            if st != NEVER and st[0] == axis:
+                for j, (a, b) in enumerate(st[1]):
+                    if a <= first and stop <= b:
+                        out[key] = j
+                        break
+        return out
 
     def add(self, key, state) -> None:
         old = self.ranges.get(key)
@@ -133,6 +168,20 @@ def pad_guards(roots: list[Value], shape: tuple[int, ...], stops: Callable[[Valu
                     guards.add((id(node), ax), _guard_state(f, before, before + n - 1, d))
                 inf.append(None if f is None else (f[0], f[1], f[2] - before + crop))
             stack.append((src, tuple(inf)))
+        elif op == "Concat" and v.index == 0 and len(vshape) > 0:
+            ax = int(node.attrs.get("axis", 0)) % len(vshape)
+            f = forms[ax]
+            known = f is not None and f[0] >= 0 and f[1] == 1
+            off, spans = 0, []
+            for i in node.inputs:
+                if i is None or i.type is None:
+                    continue
+                n = int(i.shape[ax])
+                spans.append((off - f[2], off + n - f[2]) if known else None)
+                stack.append((i, tuple((g[0], g[1], g[2] - off) if d == ax and g is not None else g
+                                       for d, g in enumerate(forms))))
+                off += n
+            guards.add_pieces(id(node), (f[0], tuple(spans)) if known and len(spans) <= MAX_PIECES else NEVER)
         elif op in INDEX_MAPS:
             stack.extend((i, (None,) * len(i.shape)) for i in node.inputs if i is not None and i.type is not None)
     return guards
@@ -165,37 +214,52 @@ def _smin(b: ir.IRBuilder, x, y):
 
 
 def emit_split_nest(em, extents, guards: Guards, shape, body: Callable[[list], None],
-                    inner_hints: Callable[[int | None, bool], object]) -> None:
+                    inner_hints: Callable[[int | None, bool], object], repeat: int = 1) -> None:
     """The loop nest over ``extents`` (start, stop per axis), split at the interiors of ``guards``; ``body(coords)``
     is called with ``em.free_guards`` set for each region.  ``inner_hints(extent, interior)``: hints of an
-    innermost loop of that many iterations (None: unknown extent), in the interior or on a border."""
+    innermost loop of that many iterations (None: unknown extent), in the interior or on a border.  ``repeat``
+    > 1: the innermost loop runs over ``j`` and its body is emitted for ``repeat * j + k``, k = 0 .. repeat - 1
+    (regions whose bounds ``repeat`` divides), so that a read at ``c // repeat`` (a nearest upsampling) is one
+    contiguous load per ``j`` and the stores interleave: LLVM vectorizes that (byte permutes), not the
+    per-element gathers of ``c // repeat``."""
     b = em.b
     last = len(extents) - 1
     splits = split_axes(guards, shape)
+    cuts = guards.cuts(shape)
     base = always_free(guards, shape)
 
-    def nest(d: int, coords: list, interior: set[int]):
+    def nest(d: int, coords: list, interior: set[int], pieces: dict):
         if d > last:
-            saved = em.free_guards
-            em.free_guards = guards.free_in(interior)
+            saved = em.free_guards, em.known_pieces
+            em.free_guards, em.known_pieces = guards.free_in(interior), pieces
             try:
                 body(coords)
             finally:
-                em.free_guards = saved
+                em.free_guards, em.known_pieces = saved
             return
         lo, hi = extents[d]
-        if d in splits:
-            first, stop = splits[d]
-            parts = [(lo, _smin(b, hi, first), False), (_smax(b, lo, first), _smin(b, hi, stop), True),
-                     (_smax(b, lo, stop), hi, False)]
-        else:
-            parts = [(lo, hi, False)]
-        for start, end, inside in parts:
+        points = sorted(set(splits.get(d, ())) | cuts.get(d, set()))
+        points = [p for p in points if 0 < p < shape[d]]
+        bounds = [0] + points + [shape[d]]
+        for r, (p0, p1) in enumerate(pairwise(bounds)):
+            start = lo if r == 0 else _smax(b, lo, p0)
+            end = hi if r == len(bounds) - 2 else _smin(b, hi, p1)
             if isinstance(start, int) and isinstance(end, int) and start >= end:
                 continue
+            inside = d in splits and splits[d][0] <= p0 and p1 <= splits[d][1]
             n = end - start if isinstance(start, int) and isinstance(end, int) else None
+            inner = interior | {d} if inside else interior
+            here = {**pieces, **guards.pieces_in(d, p0, p1)}
+            if d == last and repeat > 1 and n is not None and start % repeat == 0 and end % repeat == 0:
+                step = ir.Constant(I64, repeat)
+                with for_range(b, start // repeat, end // repeat, f"d{d}", inner_hints(n // repeat, inside)) as j:
+                    base = b.mul(j, step, flags=("nsw", "nuw"))
+                    for k in range(repeat):
+                        c = base if k == 0 else b.add(base, ir.Constant(I64, k), flags=("nsw", "nuw"))
+                        nest(d + 1, coords + [c], inner, here)
+                continue
             hints = inner_hints(n, inside) if d == last else None
             with for_range(b, start, end, f"d{d}", hints) as i:
-                nest(d + 1, coords + [i], interior | {d} if inside else interior)
+                nest(d + 1, coords + [i], inner, here)
 
-    nest(0, [], set(base))
+    nest(0, [], set(base), {})

@@ -202,6 +202,7 @@ class StageEmitter:
         self._memo: list[dict] = [{}]
         self.cached: dict[int, Buffer] = {}       # values of this stage read from a buffer (reuse.py)
         self.free_guards: frozenset = frozenset()  # constant-Pad guards known to hold here (interior.py)
+        self.known_pieces: dict = {}               # id(Concat) -> the input read all over this loop region
 
     # -- helpers used by index.py and reduce.py ------------------------------------------------------------
     @contextlib.contextmanager
@@ -434,8 +435,22 @@ def _emit_map(em: StageEmitter, st: MapStage, lo: ir.Value, hi: ir.Value) -> Non
 
     guards = pad_guards([v for v, _ in st.items], st.shape,
                         lambda v: id(v) in em.cached or id(v) in em.plan.value_buf)
-    if guards.ranges:
-        emit_split_nest(em, extents, guards, st.shape, body, lambda n, inside: _inner_hints(st, n, inside))
+    cuts = guards.cuts(st.shape)
+    t = _block_axes(em, st) if cuts and not guards.ranges else 0
+    if t and max(cuts) < len(st.shape) - t:
+        # a Concat along a leading axis (YOLOv8's channel Concats): its cuts split the leading loops, the
+        # trailing block stays one loop (below)
+        lead = len(st.shape) - t
+        count = _numel(st.shape[lead:])
+        zero = ir.Constant(I64, 0)
+        emit_split_nest(em, extents[:lead] + [(0, count)], guards, tuple(st.shape[:lead]) + (count,),
+                        lambda coords: body(list(coords[:lead]) + [zero] * (t - 1) + [coords[-1]]),
+                        lambda n, inside: _inner_hints(st, count))
+        return
+    repeat = _inner_repeat(em, st) if p != len(st.shape) - 1 else 1
+    if guards.ranges or cuts or repeat > 1:
+        emit_split_nest(em, extents, guards, st.shape, body, lambda n, inside: _inner_hints(st, n, inside),
+                        repeat)
         return
     last = len(st.shape) - 1
     gather = _gather_bytes(em, st) if p is not None and p < last else 0
@@ -469,6 +484,36 @@ def _emit_map(em: StageEmitter, st: MapStage, lo: ir.Value, hi: ir.Value) -> Non
         return
     with loop_nest(b, extents, "d", _inner_hints(st)) as coords:
         body(coords)
+
+
+MAX_REPEAT = 4            # nearest upsampling factors along the innermost axis emitted as interleaved stores,
+MIN_REPEATED = 16         # when the source row has at least this many elements (a vector of them; shorter ones
+                          # gathered: YOLOv8n's 10 -> 20 upsampling was slower split)
+
+
+def _inner_repeat(em: StageEmitter, st: MapStage) -> int:
+    """The factor ``r`` by which ``st`` repeats elements along its innermost axis, when its values read an Expand
+    of a size-1 last axis to ``r`` (the Resize expander's nearest upsampling: Reshape -> Expand -> Reshape), else
+    1.  Only a loop shape for emit_split_nest (any ``r`` dividing the axis is correct): a byte upsampling read at
+    ``c // 2`` per element was gathered a byte at a time (YOLOv8n FULL_QUANT's 128 x 20 x 20 -> 40 x 40 Resize
+    and Concat, ~60 us)."""
+    n = st.shape[-1] if st.shape else 1
+    stack, seen = [v for v, _ in st.items], set()
+    while stack:
+        v = stack.pop()
+        node = v.producer
+        if id(v) in seen or node is None or v.const is not None or id(v) in em.cached:
+            continue
+        seen.add(id(v))
+        if node.op == "Expand" and len(v.shape) > len(st.shape) and node.inputs[0].shape and \
+                node.inputs[0].shape[-1] == 1 and 1 < v.shape[-1] <= MAX_REPEAT and n % v.shape[-1] == 0 and \
+                n // v.shape[-1] >= MIN_REPEATED:
+            return int(v.shape[-1])
+        if node.op == "Transpose":
+            continue
+        stack.extend(i for i in node.inputs if i is not None and i.type is not None and
+                     (id(i) not in em.plan.value_buf or em.plan.value_buf[id(i)].kind == "output"))
+    return 1
 
 
 def _block_axes(em: StageEmitter, st: MapStage) -> int:

@@ -59,7 +59,8 @@ DEFAULT_PIPELINE: tuple[StageSpec, ...] = (
            P("pad_conv_fusion", 1),         # a zero Pad in front of a Conv becomes the Conv's own pads
            P("matmul_integer_to_float", 1),    # MatMulInteger -> Cast -> Mul (-> Add): the int8 GEMM's epilogue
            P("quantized_conv", 1),          # a QDQ model's Conv on the native int8 convolution
-           P("quantized_handoff", 1)),      # ... handing its output to the next ones as uint8
+           P("quantized_handoff", 1),       # ... handing its output to the next ones as uint8
+           P("quantized_moves", 1)),        # ... and its data-movement ops the bytes, equal round trips gone
     _stage("expand",
            P("graph_kernel_expander", 1), P("graph_kernel_op_combiner", 3)),
     _stage("cluster",
@@ -124,6 +125,7 @@ from .rewrite import (  # noqa: E402,F401
     pad_conv,
     quantized_conv,
     quantized_handoff,
+    quantized_moves,
     shape_reshape,
     split_concat,
     transpose_matmul,

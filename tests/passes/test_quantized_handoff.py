@@ -195,6 +195,24 @@ def test_the_pass_declines_a_graph_output_and_another_last_pair():
     assert _run(g) and p.attrs["uint8_out"] == 1
 
 
+def test_quantize_linear_readers_alone_and_of_other_pairs():
+    """A convolution ending in a round trip read only by QuantizeLinear nodes (case 1 without a convolution
+    reader): those of its pair read its bytes; the others (case 5) DequantizeLinear of them, bit for bit the float
+    output they quantized before."""
+    from converter_lite.ops.interpret import eval_graph
+    x = np.random.default_rng(5).standard_normal((1, 4, 6, 6)).astype(F32) * 3
+    for readers in ([_quantize], [_quantize, lambda y, k: _quantize(y, k, pair=(0.031, 200))]):
+        g, p = _graph(*readers, producer=_requantized)
+        want = eval_graph(g, {"x": x})
+        assert _run(g) and p.attrs["uint8_out"] == 1 and p.outputs[0].type.dtype is DType.uint8
+        qs = [n for n in g.nodes if n.op == "QuantizeLinear"]
+        assert len(qs) == len(readers) - 1 and all(q.inputs[0].producer.op == "DequantizeLinear" for q in qs)
+        for w, a in zip(want, eval_graph(g, {"x": x})):
+            np.testing.assert_array_equal(a, w)
+    g, p = _graph(lambda y, k: _quantize(y, k, pair=(0.031, 200)), producer=_requantized)
+    assert not _run(g)                                                     # no reader of its pair
+
+
 # -- end to end: onnxruntime's QDQ models and FULL_QUANT ----------------------------------------------------------
 LAYERS = {  # (out channels, kernel, strides, pads, dilations, activation) after an input of (channels, h, w)
     "odd": ((3, 17, 23), [(8, 3, (1, 1), (1, 1, 1, 1), (1, 1), "relu"), (12, 3, (2, 2), (1, 1, 1, 1), (1, 1), "relu"),
@@ -361,3 +379,92 @@ def test_dynamic_batch(tmp_path):
     for batch in (1, 3):
         x = np.random.default_rng(batch).standard_normal((batch, 8, 10, 10)).astype(F32)
         np.testing.assert_array_equal(_outputs(on, {"x": x}), _outputs(off, {"x": x}))
+
+
+# -- depthwise convolutions (kernels/qconv_depthwise/): MobileNetV2's expand -> depthwise -> project in uint8 ------
+def mobile_cnn(seed: int = 0) -> onnx.ModelProto:
+    """MobileNetV2-style blocks: a 3x3/2 stem, expand 1x1 -> depthwise 3x3 (stride 1 and 2) or 5x5 -> project 1x1,
+    ReLU6 (Clip) after the expand and depthwise convolutions, a residual Add around the last block; odd sizes and
+    channel counts that are not multiples of 16."""
+    rng = np.random.default_rng(seed)
+    inits = {"lo": np.array(0, F32), "hi": np.array(6, F32)}
+    nodes = []
+
+    def conv(x, c, m, k, name, strides=1, group=1, relu6=True):
+        inits[f"{name}_w"] = (rng.standard_normal((m, c // group, k, k)) * np.sqrt(2.0 / (c // group * k * k))
+                              ).astype(F32)
+        inits[f"{name}_b"] = (rng.standard_normal(m) * 0.1).astype(F32)
+        nodes.append(oh.make_node("Conv", [x, f"{name}_w", f"{name}_b"], [f"{name}_c"], pads=[k // 2] * 4,
+                                  strides=[strides, strides], group=group))
+        if not relu6:
+            return f"{name}_c"
+        nodes.append(oh.make_node("Clip", [f"{name}_c", "lo", "hi"], [name]))
+        return name
+
+    x = conv("x", 3, 16, 3, "stem", strides=2)
+    x = conv(conv(x, 16, 16, 3, "dw0", group=16), 16, 8, 1, "pj0", relu6=False)
+    x = conv(conv(conv(x, 8, 24, 1, "ex1"), 24, 24, 3, "dw1", strides=2, group=24), 24, 12, 1, "pj1", relu6=False)
+    y = conv(conv(conv(x, 12, 40, 1, "ex2"), 40, 40, 5, "dw2", group=40), 40, 12, 1, "pj2", relu6=False)
+    nodes.append(oh.make_node("Add", [x, y], ["out"]))
+    return make_model(nodes, [tensor_info("x", F32, [1, 3, 23, 21])], [tensor_info("out", F32, None)], inits)
+
+
+def _depthwise(ms) -> list:
+    return [n for n in load_model(ms).graph.nodes if n.op == "QuantizedConv" and int(n.attrs.get("group", 1)) > 1]
+
+
+def test_depthwise_qdq_model(tmp_path):
+    """onnxruntime's QDQ model of the MobileNetV2 blocks: every depthwise convolution on the int8 depthwise driver,
+    reading and writing uint8 (the expand convolution hands it bytes, the project convolution reads its bytes), the
+    values the float hand-off's bit for bit and onnxruntime's within its quantization."""
+    from converter_lite.kernels.qconv_depthwise.abi import SYMBOL
+    path = str(tmp_path / "q.onnx")
+    qdq = ort_qdq(mobile_cnn(), path)
+    on, off = _convert(path, str(tmp_path / "on"), "--opt_level=2"), _convert(path, str(tmp_path / "off"), OFF)
+    dw = _depthwise(on)
+    assert len(dw) == 3 and all(SYMBOL in n.attrs.get("native_drivers", ()) for n in dw)
+    assert all(n.attrs.get("uint8_out") for n in dw)
+    assert all(n.inputs[0].type.dtype is DType.uint8 for n in dw[1:])          # (the first reads the stem's)
+    assert not any(n.op == "Conv" for n in load_model(on).graph.nodes)
+    feeds = _feeds(qdq, 1)
+    got = _outputs(on, feeds)
+    np.testing.assert_array_equal(got, _outputs(off, feeds))
+    np.testing.assert_array_equal(_outputs(on, feeds, native=False), _outputs(off, feeds, native=False))
+    np.testing.assert_array_equal(got, _outputs(off, feeds, native=False))
+    want = run_ort(qdq, feeds)[0]
+    assert _cosine(got, want) > 0.9999
+
+
+def test_depthwise_full_quant(tmp_path):
+    """FULL_QUANT quantizes the depthwise convolutions too (frontend/full_quant.py ``int8_conv_runs``): the model's
+    values are the float hand-off's and close to the float model."""
+    model = mobile_cnn(seed=4)
+    src = str(tmp_path / "f.onnx")
+    onnx.save(model, src)
+    cal = tmp_path / "cal"
+    cal.mkdir()
+    for k in range(4):
+        _feeds(model, 20 + k)["x"].astype("<f4").tofile(cal / f"{k:03d}.bin")
+    cfg = tmp_path / "q.cfg"
+    cfg.write_text("[common_quant_param]\nquant_type=FULL_QUANT\nbit_num=8\n[data_preprocess_param]\n"
+                   f"calibrate_path=x:{cal}\ncalibrate_size=4\ninput_type=BIN\n[full_quant_param]\nper_channel=true\n")
+    on = _convert(src, str(tmp_path / "on"), "--opt_level=2", str(cfg))
+    off = _convert(src, str(tmp_path / "off"), OFF, str(cfg))
+    assert len(_depthwise(on)) == 3 and _uint8_edges(on) >= 6
+    feeds = _feeds(model, 2)
+    got = _outputs(on, feeds)
+    np.testing.assert_array_equal(got, _outputs(off, feeds))
+    assert _cosine(got, run_ort(model, feeds)[0]) > 0.99
+
+
+@pytest.mark.parametrize("attrs,dims,runs", [({}, [8, 4, 3, 3], True), ({"strides": [1, 3]}, [8, 4, 3, 3], False),
+                                             ({"group": 8}, [8, 1, 3, 3], True),
+                                             ({"group": 8, "strides": [2, 2]}, [8, 1, 5, 5], True),
+                                             ({"group": 8, "dilations": [1, 2]}, [8, 1, 3, 3], False),
+                                             ({"group": 8, "strides": [1, 3]}, [8, 1, 3, 3], False),
+                                             ({"group": 4}, [8, 2, 3, 3], False),    # grouped, not depthwise
+                                             ({"group": 8}, None, False)])
+def test_full_quant_quantizes_the_convolutions_a_driver_runs(attrs, dims, runs):
+    from converter_lite.frontend.full_quant import int8_conv_runs
+    node = oh.make_node("Conv", ["x", "w"], ["y"], **attrs)
+    assert int8_conv_runs(node, dims) is runs

@@ -11,8 +11,11 @@ the code generator reads without materializing (a window Pad, passes/fuse/window
 constant broadcast over the channels (a scalar when every window counts the same).  The Pad covers the
 explicit pads and ``ceil_mode``'s overhang.
 
-Declined: rank other than 4, a float16/integer input, MaxPool with the Indices output, negative pads, more
-than ``MAX_TAPS`` taps.
+An int8/uint8 MaxPool (a QDQ model's, on the quantized bytes: passes/rewrite/quantized_moves.py) pads with the
+type's lowest value.
+
+Declined: rank other than 4, a float16 input, an integer one other than MaxPool's int8/uint8, MaxPool with the
+Indices output, negative pads, more than ``MAX_TAPS`` taps.
 
 GlobalAveragePool (float32/float64, rank >= 3) -> ReduceSum over the spatial axes (kept) times 1/count, as
 MindSpore's ReduceMean expander: one native reduction kernel (one loop over the spatial block), fused with the
@@ -31,13 +34,14 @@ from .emit import input_value, mean
 from .registry import Declined, expander
 
 MAX_TAPS = 49
+INT8 = (DType.int8, DType.uint8)       # MaxPool's integer inputs: a QDQ model's pools on the bytes (quantized_moves)
 
 
 @expander("AveragePool", "MaxPool")
 def expand_pool(b: GraphBuilder, node: Node) -> list:
     x = input_value(b, node, 0)
-    if x.dtype not in (DType.float32, DType.float64):
-        raise Declined(f"{x.dtype.name} input (float32/float64 only)")
+    if x.dtype not in (DType.float32, DType.float64) + (INT8 if node.op == "MaxPool" else ()):
+        raise Declined(f"{x.dtype.name} input (float32/float64 only; MaxPool int8/uint8 too)")
     if x.type.rank != 4:
         raise Declined(f"rank {x.type.rank} input (only 2-D pools are expanded)")
     idx = node.outputs[1] if len(node.outputs) > 1 else None
@@ -57,7 +61,7 @@ def expand_pool(b: GraphBuilder, node: Node) -> list:
     end = [max(0, need[i] - win.pads_begin[i] - spatial[i]) for i in range(2)]
     xp = x
     if any(win.pads_begin) or any(end):
-        fill = -np.inf if node.op == "MaxPool" else 0.0
+        fill = 0.0 if node.op != "MaxPool" else -np.inf if x.dtype.np.kind == "f" else np.iinfo(x.dtype.np).min
         xp = b.op("Pad", x, b.const(np.asarray([0, 0, *win.pads_begin, 0, 0, *end], np.int64)),
                   b.const(np.asarray(fill, x.dtype.np)))
     axes = b.const(np.asarray((2, 3), np.int64))

@@ -10,7 +10,8 @@
 
 Between two int8 convolutions of a QDQ model (or of FULL_QUANT, which writes one) the activation otherwise
 travels as float32, four times the bytes, and each reader divides it by ``s`` again; now the producer's epilogue
-writes the bytes and the readers' packing only interleaves them (kernels/qconv/emit.py).  A value an elementwise
+writes the bytes and the readers' packing only interleaves them (kernels/qconv/emit.py), or, a depthwise one
+(kernels/qconv_depthwise/), reads them where they are: MobileNetV2's expand -> depthwise -> project stays uint8.  A value an elementwise
 op or a Concat makes (a residual Add and its Relu, YOLOv8's Concat) gets ``yq = QuantizeLinear(y, s, z)`` after
 it instead (case 3), which the expander and the clusterer put into the producer's fused kernel: the kernel writes
 the bytes, once for all its readers.  And an int8 convolution ending in a round trip whose one reader is such a
@@ -32,13 +33,19 @@ The values stay those of the float graph (ops/quantized_conv.py, its two uint8 v
    producer's float output bit for bit.  Also next to case 1 (a convolution read by convolutions and by the
    residual Add of a YOLOv8 bottleneck).
 
+5. the producer ends in a round trip, some readers quantize with its pair and the others are QuantizeLinear nodes
+   of other pairs, elementwise ops or Concats: the former read its uint8 output, the others ``DequantizeLinear``
+   of it (case 4's): YOLOv8's neck convolution read by the upsampling Resize (its pair) and by a Concat (another).
+
 Cases 1 and 2 rest on ``QuantizeLinear(DequantizeLinear(q)) == q`` for every uint8 ``q`` (ops/quantized_conv.py
 ``round_trips``: the scales for which it holds): a reader quantized the round trip's float value before, and gets
 its integer now.
 
-Readers are int8 convolutions (at least one; at their input ``x``) and QuantizeLinear nodes of one float32 scale
-and uint8 zero point whose outputs are no graph outputs (a QDQ model's residual branch quantizes the value the
-next convolution reads with the same pair).
+Readers are int8 convolutions (at their input ``x``) and QuantizeLinear nodes of one float32 scale and uint8 zero
+point whose outputs are no graph outputs (a QDQ model's residual branch quantizes the value the next convolution
+reads with the same pair); at least one a convolution for cases 3 and 4, any for 1 and 2 (a convolution read
+only by QuantizeLinear nodes: YOLOv8's upsampling Resize and SPPF max pools once quantized_moves.py moved their
+QuantizeLinear in front of them).
 
 Declined: a graph output; readers quantizing it with different pairs; other readers (or a convolution reading
 it as another input than ``x``) except case 4's one elementwise reader of a producer ending in the readers' pair;
@@ -80,10 +87,11 @@ def _reader_pair(graph: Graph, user: Node, pos: int) -> tuple[float, int] | None
     return float(s), int(z)
 
 
-def readers_pair(graph: Graph, readers: list) -> tuple[float, int] | None:
-    """The (scale, zero point) all of ``readers`` (uses of one value, at least one a QuantizedConv) quantize it
-    with, when they agree on one that round-trips (ops/quantized_conv.py ``round_trips``), else None."""
-    if not any(u.op == OP for u, _ in readers):
+def readers_pair(graph: Graph, readers: list, need_conv: bool = True) -> tuple[float, int] | None:
+    """The (scale, zero point) all of ``readers`` (uses of one value, at least one a QuantizedConv unless not
+    ``need_conv``) quantize it with, when they agree on one that round-trips (ops/quantized_conv.py
+    ``round_trips``), else None."""
+    if not readers or (need_conv and not any(u.op == OP for u, _ in readers)):
         return None
     pairs = {_reader_pair(graph, u, pos) for u, pos in readers}
     if len(pairs) != 1 or None in pairs:
@@ -134,12 +142,12 @@ def fusable_reader(readers: list) -> bool:
     return _elementwise(user) or user.op in SHARED
 
 
-def _pair_values(pair: tuple[float, int]) -> tuple[Value, Value]:
+def pair_values(pair: tuple[float, int]) -> tuple[Value, Value]:
     return (Value(fresh_name("handoff_const"), const=np.asarray(np.float32(pair[0]))),
             Value(fresh_name("handoff_const"), const=np.asarray(np.uint8(pair[1]))))
 
 
-def _hand_to_readers(graph: Graph, readers: list, yq: Value) -> None:
+def hand_to_readers(graph: Graph, readers: list, yq: Value) -> None:
     """The readers (``y``'s uses, taken before the rewrite) read ``yq``: QuantizedConvs directly, a QuantizeLinear's
     readers instead of its output (it goes)."""
     for user, pos in readers:
@@ -158,7 +166,7 @@ def hand_off(graph: Graph, node: Node, pair: tuple[float, int], readers: list) -
     elif last_pair(node) is None:
         while len(node.inputs) < 6:
             node.add_input(None)                                 # (no bias)
-        for i, v in zip((6, 7), _pair_values(pair), strict=True):
+        for i, v in zip((6, 7), pair_values(pair), strict=True):
             if len(node.inputs) > i:
                 node.set_input(i, v)
             else:
@@ -166,16 +174,16 @@ def hand_off(graph: Graph, node: Node, pair: tuple[float, int], readers: list) -
     y = node.outputs[0]
     node.attrs["uint8_out"] = 1
     y.type = TensorType(DType.uint8, y.type.shape)
-    _hand_to_readers(graph, readers, y)
+    hand_to_readers(graph, readers, y)
 
 
 def quantize_before(graph: Graph, y: Value, pair: tuple[float, int]) -> None:
     """Case 3: ``yq = QuantizeLinear(y, pair)`` right after ``y``'s producer, what all of ``y``'s readers read."""
     yq = Value(fresh_name(f"{y.name}_uint8"), TensorType(DType.uint8, y.type.shape))
     readers = list(y.uses)
-    q = Node("QuantizeLinear", [y, *_pair_values(pair)], [yq], name=fresh_name("handoff_QuantizeLinear"))
+    q = Node("QuantizeLinear", [y, *pair_values(pair)], [yq], name=fresh_name("handoff_QuantizeLinear"))
     graph.nodes.insert(graph.nodes.index(y.producer) + 1, q)
-    _hand_to_readers(graph, readers, yq)
+    hand_to_readers(graph, readers, yq)
 
 
 def dequantize_after(graph: Graph, node: Node, pair: tuple[float, int], readers: list) -> None:
@@ -186,7 +194,7 @@ def dequantize_after(graph: Graph, node: Node, pair: tuple[float, int], readers:
     y.type = TensorType(DType.uint8, y.type.shape)
     for user, pos in readers:
         user.set_input(pos, yd)
-    dq = Node("DequantizeLinear", [y, *_pair_values(pair)], [yd], name=fresh_name("handoff_DequantizeLinear"))
+    dq = Node("DequantizeLinear", [y, *pair_values(pair)], [yd], name=fresh_name("handoff_DequantizeLinear"))
     graph.nodes.insert(graph.nodes.index(node) + 1, dq)
 
 
@@ -203,7 +211,7 @@ class QuantizedHandoffPass(Pass):
                 continue
             quantizing = [(u, pos) for u, pos in y.uses if _reader_pair(graph, u, pos) is not None]
             others = [use for use in y.uses if use not in quantizing]
-            pair = readers_pair(graph, quantizing)
+            pair = readers_pair(graph, quantizing, need_conv=node.op != OP)     # (a convolution: any readers)
             if node.op != OP:
                 if pair is not None and not others:
                     quantize_before(graph, y, pair)
@@ -211,8 +219,15 @@ class QuantizedHandoffPass(Pass):
                 continue
             last = last_pair(node)
             if pair is None:
+                mine = [(u, pos) for u, pos in quantizing if _reader_pair(graph, u, pos) == last]
                 if last is not None and not quantizing and fusable_reader(others):
                     dequantize_after(graph, node, last, others)
+                    n += 1
+                elif last is not None and mine and all(u.op == "QuantizeLinear" or _elementwise(u) or u.op in SHARED
+                                                       for u, _ in y.uses):
+                    rest = [use for use in y.uses if use not in mine]           # (case 5)
+                    hand_off(graph, node, last, mine)
+                    dequantize_after(graph, node, last, rest)
                     n += 1
             elif last is not None and last != pair:
                 ctx.log.debug("%s: %r ends in the pair %s, its readers quantize with %s", self.name, node.name, last,

@@ -109,3 +109,27 @@ def test_global_average_pool_declines_float16():
     model = make_model([oh.make_node("GlobalAveragePool", ["x"], ["y"])],
                        [tensor_info("x", np.float16, [1, 2, 4, 4])], [tensor_info("y", np.float16, None)])
     assert not ExpandOpsPass().run(import_model(model), ctx)
+
+
+@pytest.mark.needs_cc
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8], ids=str)
+def test_integer_max_pool_is_one_native_kernel(rng, tmp_path, dtype):
+    """An int8/uint8 MaxPool (a QDQ model's on its bytes, passes/rewrite/quantized_moves.py) pads with the type's
+    lowest value: the border windows equal onnxruntime's; AveragePool stays float only."""
+    attrs = {"kernel_shape": [5, 5], "pads": [2, 2, 2, 2], "strides": [1, 1]}
+    model = make_model([oh.make_node("MaxPool", ["x"], ["y"], **attrs)], [tensor_info("x", dtype, [1, 3, 6, 7])],
+                       [tensor_info("y", dtype, None)])
+    config = build_config(None, graph_kernel_flags="--opt_level=2", env={}, dump_dir=str(tmp_path))
+    res = convert_model(model, str(tmp_path / "m"), config=config)
+    counts = res.graph.op_counts()
+    assert "MaxPool" not in counts and counts.get("GraphKernel") == 1, counts
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max + 1, (1, 3, 6, 7)).astype(dtype)
+    x.flat[::5] = info.min                          # windows whose maximum is the lowest value
+    got = converter_lite.load(res.output_path).run({"x": x})["y"]
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, run_ort(model, {"x": x})[0])
+    avg = make_model([oh.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2])],
+                     [tensor_info("x", dtype, [1, 2, 4, 4])], [tensor_info("y", dtype, None)])
+    ctx = PassContext(GraphKernelConfig(opt_level=1), log=logging.getLogger("converter_lite"))
+    assert not ExpandOpsPass().run(import_model(avg), ctx)
