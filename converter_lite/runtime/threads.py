@@ -151,21 +151,10 @@ class ThreadChooser:
     Every 32nd run with
     3 of them on one thread cost bert_base at 224 ms-scale runs (2 threads 65 ms, 1 thread 120 ms) 12-20% of its
     mean time and 2-13% of its median (the second core also takes a few runs to come back to speed after a
-    1-thread burst).  Bursts also come at least ``MIN_SPACING`` seconds of runs apart: a fast model whose options
-    are close explored every 32 runs, i.e. every 2 ms, and the runs right after a burst are the slow ones (the
-    first 2-thread runs after a 1-thread burst, or the reverse: regnet at 70 us, 2.9% of the runs right after a
-    burst took over 2x the median against 0.3% of the others), which put its p99 at 2.2x the median (1.4x at a
-    fixed 1 thread); the load a choice follows does not change every few milliseconds.  ``MARGIN``: more threads
-    are chosen only when their level is that much below fewer threads' — a second thread within a few percent
-    of one buys nothing but a second core kept busy and the tail of a team (a worker preempted in its chunk makes
-    the caller wait for it), and the hysteresis keeps close options from trading places run after run (regnet,
-    2 s of runs at load 2.1-2.3, old and new chooser in one process: 590-1020 switches of thread count -> 110-220,
-    p99/median 1.88-1.90 -> 1.66-1.74, same median).  Never more than ``num_threads`` threads."""
+    1-thread burst).  Never more than ``num_threads`` threads."""
     WARMUP, WINDOW, EXPLORE, SAMPLE, BURST, TRUST = 3, 9, 32, 4, 3, 2
     MAX_EXPLORE, BUDGET, TAIL_SHARE = 1024, 0.005, 0.004
     QUANTILE = 0.25
-    MIN_SPACING = 0.02          # seconds of the best option's runs between two explorations, at least
-    MARGIN = 0.05               # more threads must be this much faster than fewer to be chosen
 
     def __init__(self, options: tuple[int, ...]):
         from collections import deque
@@ -223,10 +212,7 @@ class ThreadChooser:
         runs = self.BURST * gap / self.BUDGET
         if gap > 1.0:           # its runs would be tail runs (over 2x the median): keep them under TAIL_SHARE
             runs = max(runs, self.BURST / self.TAIL_SHARE)
-        runs = min(self.MAX_EXPLORE, max(self.EXPLORE, runs))
-        if best > 0:            # a fast model: at least MIN_SPACING seconds apart (see the class doc)
-            runs = max(runs, self.MIN_SPACING / best)
-        return int(runs)
+        return int(min(self.MAX_EXPLORE, max(self.EXPLORE, runs)))
 
     def best(self) -> int:
         return self._best
@@ -237,9 +223,5 @@ class ThreadChooser:
             samples = self.samples[option]
             samples.append(seconds)
             s = sorted(samples)
-            level = self._level
-            level[option] = s[int(self.QUANTILE * (len(s) - 1))]
-            fastest = min(level.values())
-            # the fewest threads within MARGIN of the fastest option (see the class doc)
-            self._best = min((o for o in self.options if level[o] <= fastest * (1.0 + self.MARGIN)),
-                             default=min(self.options, key=level.__getitem__))
+            self._level[option] = s[int(self.QUANTILE * (len(s) - 1))]
+            self._best = min(self.options, key=self._level.__getitem__)

@@ -238,7 +238,7 @@ def _switches(costs, runs):
     return [i for i in range(1, runs) if picks[i] == 1 and picks[i - 1] == 2], c
 
 
-@pytest.mark.parametrize("slow,apart", [(1.1, 60), (1.3, 180), (2.0, 600), (2.5, 900), (4.0, 1024), (9.0, 1024)])
+@pytest.mark.parametrize("slow,apart", [(1.05, 32), (1.3, 180), (2.0, 600), (2.5, 900), (4.0, 1024), (9.0, 1024)])
 def test_chooser_explores_a_slower_option_the_less_often_the_slower_it_is(slow, apart):
     """Exploring costs BURST runs of the slower option: bursts come BURST * gap / BUDGET runs apart (at least
     EXPLORE, at most MAX_EXPLORE), so they cost about BUDGET of the time whatever the gap; an option more than
@@ -255,37 +255,3 @@ def test_chooser_explores_a_slower_option_the_less_often_the_slower_it_is(slow, 
     if slow > 2.0:
         assert c.BURST / apart <= c.TAIL_SHARE * 1.01
 
-
-def _explorations(costs, runs):
-    """(run indices where a burst of the option that is not the best starts, the chooser) for fixed costs."""
-    c = threads.ThreadChooser((1, 2))
-    picks = []
-    for _ in range(runs):
-        o, sample = c.choose()
-        picks.append(o)
-        if sample:
-            c.record(o, costs[o])
-    best = c.best()
-    return [i for i in range(1, runs) if picks[i] != best and picks[i - 1] == best], c
-
-
-def test_chooser_prefers_one_thread_when_two_are_not_clearly_faster():
-    """Within MARGIN of each other, the fewer threads win (a second core busy for nothing, a team's tail); a
-    second thread that is clearly faster still wins."""
-    for two in (1.0, 0.97, 1.02):
-        _, c = _explorations({1: 1.0, 2: two}, 200)
-        assert c.best() == 1, two
-    _, c = _explorations({1: 1.0, 2: 1.0 / (1.0 + 2 * threads.ThreadChooser.MARGIN)}, 200)
-    assert c.best() == 2
-
-
-@pytest.mark.parametrize("run_s", [70e-6, 20e-6, 5e-3])
-def test_chooser_explores_a_fast_model_at_most_every_min_spacing(run_s):
-    """Close options of a fast model are explored MIN_SPACING seconds of runs apart, not every EXPLORE runs
-    (regnet at 70 us: every 2 ms put its p99 at 2.2x the median); a slow model's bursts keep their run-count
-    spacing."""
-    starts, c = _explorations({1: run_s, 2: run_s * 0.99}, 20000)
-    gaps = [b - a for a, b in itertools.pairwise(starts)][c.TRUST:]
-    want = max(c.EXPLORE, int(c.MIN_SPACING / run_s))
-    assert c.best() == 1
-    assert gaps and all(abs(g - want) <= 1 for g in gaps), (want, gaps[:5])
