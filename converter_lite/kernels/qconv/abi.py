@@ -27,40 +27,54 @@ QUAD = 4                            # input channels per int32 lane of the packe
 OPS = ("QuantizedConv",)
 
 
-def select(node) -> tuple[str, ...]:
-    """QuantizedConv of a float32 (or, quantized already, uint8) NCHW input with constant scalar scale and uint8
-    zero point, constant int8 weights ``[M, C, kh, kw]`` with a scale per output channel, one group, column
-    stride 1 or 2 (any row stride, dilation and padding)."""
+def operands(node, strides_allowed: tuple[int, ...] = STRIDES):
+    """The int8 convolution drivers' common test of a QuantizedConv (this ``select`` and
+    kernels/qconv_depthwise/abi.py's): a float32 (or, quantized already, uint8) NCHW input with a constant scalar
+    float32 scale and uint8 zero point; constant int8 weights ``[M, C/group, kh, kw]`` with a float32 scale per
+    output channel (or one) and a float32 bias per output channel; a column stride in ``strides_allowed``, a row
+    stride >= 1, no negative pads; the output's pair (inputs 6, 7), where given, a scalar float32 scale and uint8
+    zero point, and one where the output is uint8.  ``(x, w)`` (the Values), or None."""
     import numpy as np
     ins = node.inputs
     if len(ins) < 5 or any(v is None for v in ins[:5]):
-        return ()
+        return None
     x, xs, xz, w, ws = ins[:5]
     b = ins[5] if len(ins) > 5 else None
     if x.type is None or x.type.shape is None or len(x.type.shape) != 4 or \
             str(x.type.dtype.np) not in ("float32", "uint8"):
-        return ()
+        return None
     if xs.const is None or xs.const.size != 1 or xs.const.dtype != np.float32:
-        return ()
+        return None
     if xz.const is None or xz.const.size != 1 or xz.const.dtype != np.uint8:
-        return ()
+        return None
     if w.const is None or w.const.dtype != np.int8 or w.const.ndim != 4 or min(w.const.shape) == 0:
-        return ()
+        return None
     if ws.const is None or ws.const.dtype != np.float32 or ws.const.size not in (1, w.const.shape[0]):
-        return ()
+        return None
     if b is not None and (b.const is None or b.const.dtype != np.float32 or b.const.size != w.const.shape[0]):
-        return ()
+        return None
     a = node.attrs
     strides = tuple(int(v) for v in a.get("strides", (1, 1)))
-    if int(a.get("group", 1)) != 1 or len(strides) != 2 or strides[1] not in STRIDES or strides[0] < 1 or \
+    if len(strides) != 2 or strides[1] not in strides_allowed or strides[0] < 1 or \
             a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") or any(int(p) < 0 for p in a.get("pads", ())):
-        return ()
-    if x.type.shape[1] != w.const.shape[1]:
-        return ()
+        return None
     ys, yz = (ins[i] if len(ins) > i else None for i in (6, 7))
     if ys is not None and (ys.const is None or ys.const.size != 1 or ys.const.dtype != np.float32 or yz is None
                            or yz.const is None or yz.const.size != 1 or yz.const.dtype != np.uint8):
-        return ()
+        return None
     if a.get("uint8_out") and (a.get("silu_product_q") if a.get("silu") else ys) is None:
-        return ()                                       # (no pair quantizes the uint8 output)
+        return None                                     # (no pair quantizes the uint8 output)
+    return x, w
+
+
+def select(node) -> tuple[str, ...]:
+    """QuantizedConv of a float32 (or, quantized already, uint8) NCHW input with constant scalar scale and uint8
+    zero point, constant int8 weights ``[M, C, kh, kw]`` with a scale per output channel, one group, column
+    stride 1 or 2 (any row stride, dilation and padding): ``operands`` and one group."""
+    got = operands(node)
+    if got is None:
+        return ()
+    x, w = got
+    if int(node.attrs.get("group", 1)) != 1 or x.type.shape[1] != w.const.shape[1]:
+        return ()
     return SYMBOLS

@@ -18,6 +18,8 @@ uint8 output's short epilogue applies (bind.py ``fast_epilogue``); ``dmask`` != 
 at equal strides read where it is, ``pitch = wpp = w``; ``dmask`` the loads' byte masks, bind.py
 ``direct_tables``).
 """
+from ..qconv.abi import operands
+
 SYMBOL = "cl_qdwconv2d_v1"
 SYMBOLS = (SYMBOL,)
 FIELDS = ("n", "c", "h", "w", "oh", "ow", "pt", "pl", "sh", "sw", "hps", "wpp", "pitch", "taps", "toff", "x",
@@ -35,38 +37,13 @@ def select(node) -> tuple[str, ...]:
     float32 or uint8 NCHW input with constant scalar float32 scale and uint8 zero point, constant int8 weights
     with one scale per channel (or one), a constant float32 bias per channel, column stride 1 or 2, column dilation 1
     (any kernel, row stride, row dilation and padding), no residual."""
-    import numpy as np
-    ins = node.inputs
-    if len(ins) < 5 or any(v is None for v in ins[:5]):
+    got = operands(node, STRIDES)                     # (the input, weights, scales, bias, strides, output pair)
+    if got is None:
         return ()
-    x, xs, xz, w, ws = ins[:5]
-    b = ins[5] if len(ins) > 5 else None
-    if x.type is None or x.type.shape is None or len(x.type.shape) != 4 or \
-            str(x.type.dtype.np) not in ("float32", "uint8"):
-        return ()
-    if xs.const is None or xs.const.size != 1 or xs.const.dtype != np.float32 or \
-            xz.const is None or xz.const.size != 1 or xz.const.dtype != np.uint8:
-        return ()
-    if w.const is None or w.const.dtype != np.int8 or w.const.ndim != 4 or min(w.const.shape) == 0:
-        return ()
+    x, w = got
     c = int(w.const.shape[0])
-    a = node.attrs
-    dil = tuple(int(v) for v in a.get("dilations", (1, 1)))
-    if int(a.get("group", 1)) != c or w.const.shape[1] != 1 or x.type.shape[1] != c or len(dil) != 2 or \
+    dil = tuple(int(v) for v in node.attrs.get("dilations", (1, 1)))
+    if int(node.attrs.get("group", 1)) != c or w.const.shape[1] != 1 or x.type.shape[1] != c or len(dil) != 2 or \
             dil[1] != 1:
         return ()
-    if ws.const is None or ws.const.dtype != np.float32 or ws.const.size not in (1, c):
-        return ()
-    if b is not None and (b.const is None or b.const.dtype != np.float32 or b.const.size != c):
-        return ()
-    strides = tuple(int(v) for v in a.get("strides", (1, 1)))
-    if len(strides) != 2 or strides[1] not in STRIDES or strides[0] < 1 or \
-            a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") or any(int(p) < 0 for p in a.get("pads", ())):
-        return ()
-    ys, yz = (ins[i] if len(ins) > i else None for i in (6, 7))
-    if ys is not None and (ys.const is None or ys.const.size != 1 or ys.const.dtype != np.float32 or yz is None
-                           or yz.const is None or yz.const.size != 1 or yz.const.dtype != np.uint8):
-        return ()
-    if a.get("uint8_out") and (a.get("silu_product_q") if a.get("silu") else ys) is None:
-        return ()                                       # (no pair quantizes the uint8 output)
     return SYMBOLS
