@@ -120,8 +120,7 @@ class Plan:
         self.chooser = ThreadChooser((1, num_threads)) if adaptive and num_threads > 1 and not tiny else None
         support = getattr(getattr(resolve, "library", None), "support", None)
         self.runner = support(RUN_SYMBOL) if support is not None else None
-        self._quiet: dict[int, bool] = {}              # per thread count: ``quiet``
-        self._blas: dict[int, bool] = {}               # per thread count: ``needs_blas``
+        self._needs: dict[int, tuple[bool, bool]] = {}  # per thread count: (``quiet``, ``needs_blas``)
 
     def acquire(self) -> Executor:
         """An executor of this plan for a caller's exclusive use (a Loop holds one for all its iterations)."""
@@ -198,12 +197,7 @@ class Plan:
             if not lock.acquire(blocking=False):       # another run holds the block: memory of its own
                 ex, lock = Executor(self, private=True), None
         try:
-            quiet = self._quiet.get(nt)
-            if quiet is None:
-                quiet = self.quiet(nt, ex)
-            blas = self._blas.get(nt)
-            if blas is None:
-                blas = self.needs_blas(nt, ex)
+            quiet, blas = self._needs.get(nt) or self._run_needs(nt, ex)
             if quiet:
                 return self._run(ex, inputs, timings, nt, outputs, chooser, blas)
             with np.errstate(all="ignore"):            # ONNX semantics: inf/nan results are values, not warnings
@@ -215,66 +209,49 @@ class Plan:
                 free.append(ex)
 
     def _run(self, ex: Executor, inputs: Sequence, timings: list[float] | None, nt: int, outputs: Sequence | None,
-             chooser: ThreadChooser | None, blas: bool = True) -> list:
+             chooser: ThreadChooser | None, blas: bool) -> list:
         """``ex.run`` with numpy's BLAS limited when ``blas`` (``needs_blas``), timed for ``chooser`` when given."""
-        blas = blas and self.uses_blas
-        if chooser is None:
-            if not blas:
-                return ex.run(inputs, timings, nt, outputs)
+        t0 = time.perf_counter() if chooser is not None else 0.0
+        if blas:
             blas_enter(nt)
-            try:
-                return ex.run(inputs, timings, nt, outputs)
-            finally:
-                blas_exit()
-        t0 = time.perf_counter()
-        if not blas:
+        try:
             out = ex.run(inputs, timings, nt, outputs)
-        else:
-            blas_enter(nt)
-            try:
-                out = ex.run(inputs, timings, nt, outputs)
-            finally:
+        finally:
+            if blas:
                 blas_exit()
-        chooser.record(nt, time.perf_counter() - t0)
+        if chooser is not None:
+            chooser.record(nt, time.perf_counter() - t0)
         return out
+
+    def _run_needs(self, nt: int, ex: Executor | None = None) -> tuple[bool, bool]:
+        """(``quiet``, ``needs_blas``) for runs on ``nt`` threads, from one look at the steps bound for ``nt``:
+        ``ex``'s (a run's executor), else an executor of the pool's (a control-flow body's plan, never on a shared
+        block); the same for every executor of the plan, so found once."""
+        got = self._needs.get(nt)
+        if got is None:
+            held = ex is None
+            if held:
+                ex = self.acquire()
+            try:
+                pairs = list(zip(self.program.steps, ex.calls(nt)))
+            finally:
+                if held:
+                    self.release(ex)
+            got = self._needs[nt] = (all(step_quiet(st, f) for st, f in pairs),
+                                     self.uses_blas and not all(step_blas_free(st, f) for st, f in pairs))
+        return got
+
+    def quiet(self, nt: int, ex: Executor | None = None) -> bool:
+        """Whether no step of a run on ``nt`` threads can raise a numpy floating-point warning
+        (``step_needs.step_quiet``), so that the run needs no ``np.errstate`` around it (0.9 us a run: a tenth of
+        a two-iteration greedy decoder's own cost beside its kernels).  Known once the steps are bound."""
+        return self._run_needs(nt, ex)[0]
 
     def needs_blas(self, nt: int, ex: Executor | None = None) -> bool:
         """Whether a run on ``nt`` threads may call numpy's BLAS, so that it limits BLAS's threads
         (``threads.blas_enter``): the plan has BLAS ops (``uses_blas``) and some step of one is bound to code other
         than native calls (``step_needs.step_blas_free``).  Known once the steps are bound, like ``quiet``."""
-        got = self._blas.get(nt)
-        if got is None:
-            if not self.uses_blas:
-                got = self._blas[nt] = False
-                return got
-            held = ex is None
-            if held:
-                ex = self.acquire()
-            try:
-                got = self._blas[nt] = not all(step_blas_free(st, f) for st, f in zip(self.program.steps,
-                                                                                        ex.calls(nt)))
-            finally:
-                if held:
-                    self.release(ex)
-        return got
-
-    def quiet(self, nt: int, ex: Executor | None = None) -> bool:
-        """Whether no step of a run on ``nt`` threads can raise a numpy floating-point warning (``step_needs.step_quiet``), so
-        that the run needs no ``np.errstate`` around it (0.9 us a run: a tenth of a two-iteration greedy
-        decoder's own cost beside its kernels).  Known once the steps are bound: from ``ex``'s steps bound for
-        ``nt`` (a run's executor), else from an executor of the pool's (a control-flow body's plan, never on a
-        shared block); the same for every executor of the plan."""
-        got = self._quiet.get(nt)
-        if got is None:
-            held = ex is None
-            if held:
-                ex = self.acquire()
-            try:
-                got = self._quiet[nt] = all(step_quiet(st, f) for st, f in zip(self.program.steps, ex.calls(nt)))
-            finally:
-                if held:
-                    self.release(ex)
-        return got
+        return self._run_needs(nt, ex)[1]
 
 
 class Executor:
