@@ -116,6 +116,8 @@ def bench_model(path: str, group: str, args, budget: Budget, work_dir: str, with
         try:
             r.times = interleave({name: e.run for name, e in ready.items()}, budget, progress)
             r.tails = {name: tail_ratio(ready[name].run, budget) for name in ("O2", "onnxruntime") if name in ready}
+            if "O2" in r.times and r.times["O2"].times_ms:
+                r.tails["fixed work"] = tail_ratio(fixed_work(r.times["O2"].median / 1e3), budget)
         except Exception as e:  # noqa: BLE001
             problems.append(f"timing: {_short(e)}")
         if progress is not None:
@@ -155,6 +157,33 @@ def tail_ratio(run, budget: Budget) -> float:
         run()
         times.append(clock() - t0)
     return float(np.percentile(times, 99) / np.median(times))
+
+
+FIXED_WORK_BYTES = 4096       # the fixed-work loop's array: in L1, so the loop measures the machine, not memory
+
+
+def fixed_work(seconds: float):
+    """A call that does the same work every time and takes about ``seconds``: numpy multiplies of a 4 KB array
+    (``FIXED_WORK_BYTES``), as many as take that long here.  Its p99/median (``tail_ratio``) is the machine's
+    floor for calls of that length: what interrupts and preemption alone add to a call, with no engine, pool or
+    memory traffic of ours.  On this 2-vCPU VM a busy thread loses the core 450-1,400 times a second for 10-80 us
+    (a C loop reading the clock, at load 0.3), so a 35 us call meets one in 1.5-5% of runs and its p99 is near
+    2x whatever runs it; the column says when a model's tail is the machine's."""
+    import numpy as np
+
+    a = np.random.default_rng(0).random(FIXED_WORK_BYTES // 4, dtype=np.float32)
+    out = np.empty_like(a)
+    mul, clock = np.multiply, time.perf_counter
+    t0 = clock()
+    for _ in range(2000):
+        mul(a, 1.0001, out=out)
+    per = (clock() - t0) / 2000
+    n = max(1, round(seconds / per))
+
+    def run():
+        for _ in range(n):
+            mul(a, 1.0001, out=out)
+    return run
 
 
 def _memory(r: ModelResult, onnx_path: str, ms_path: str, feeds, work_dir: str, threads: int,
@@ -286,7 +315,9 @@ def method_lines(args, budget: Budget, with_openvino: bool) -> list[str]:
         f"{budget.floor_rounds} rounds). Wall time of each run call; median and p90. The p99/median column comes from "
         "1 s (200-3,000 calls) of each engine run alone after the interleaved rounds, past the same "
         f"{budget.settle * 1e3:g} ms lead-in: a block that starts right after the other engine meets its "
-        "still-spinning threads, which no caller of one engine sees."),
+        "still-spinning threads, which no caller of one engine sees. Its third figure is the same measure of a "
+        "call doing fixed work (numpy multiplies of a 4 KB array) as long as the O2 median: the machine's own "
+        "floor for calls of that length (tools/bench.py fixed_work)."),
         ("- Inputs: seeded random data (cli/inputs.py); token ids uniform in [0, 500) for the "
         "real-architecture models."),
         ("- Accuracy: one run of each engine, max|ours - onnxruntime| / max|onnxruntime| over the outputs; "

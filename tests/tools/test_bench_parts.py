@@ -175,3 +175,22 @@ def test_tail_ratio_measures_the_engine_alone(monkeypatch):
     assert tail_ratio(steady, Budget()) == pytest.approx(1.0)
     tailed = ModelResult("t", "sample", times={"O2": Samples([1.0] * 10)}, tails={"O2": 3.0})
     assert "t (3.00)" in summary_lines([tailed])[-1]
+
+
+def test_fixed_work_call_and_its_tail_in_the_report():
+    """The fixed-work call (tools/bench.py ``fixed_work``) takes about the time asked, whatever the time; its
+    p99/median is reported beside the model's, as the machine's floor for calls of that length."""
+    import time as _time
+
+    from tools.bench import fixed_work
+    for want in (50e-6, 2e-3):
+        run = fixed_work(want)
+        times = []
+        for _ in range(30):
+            t0 = _time.perf_counter()
+            run()
+            times.append(_time.perf_counter() - t0)
+        assert want / 3 < sorted(times)[len(times) // 2] < want * 3          # loose: a shared, noisy machine
+    r = ModelResult("t", "sample", times={"O2": Samples([1.0] * 10)}, tails={"O2": 2.4, "fixed work": 2.1})
+    assert "t (2.40; a fixed-work call of its length 2.10)" in summary_lines([r])[-1]
+    assert "2.40, -, 2.10" in table_lines([r], with_openvino=False)[-1]
