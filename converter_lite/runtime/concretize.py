@@ -97,6 +97,8 @@ def concretize(graph: Graph, shapes: Mapping[str, tuple[int, ...]], vmap: dict |
         if f.static:                                  # nothing dynamic: as converted
             nodes.append(new)
             return
+        if f.branches:                                # an If on a value computed at run time: static branches
+            _concretize_branches(new, vmap, facts)
         # an input computed at run time: no folding (most nodes: no call of the fold functions for them)
         computed = any(v is not None and v.const is None for v in ins)
         try:
@@ -171,6 +173,32 @@ def _taken_branch(node: Node, ins: list) -> Graph | None:
     if not isinstance(body, Graph) or len(body.inputs) != len(ins) - 1 or len(body.outputs) != len(node.outputs):
         return None
     return body
+
+
+def _concretize_branches(node: Node, vmap: dict, facts: dict) -> None:
+    """Replaces the branches of ``node`` (an If whose condition is computed at run time, its inputs copied)
+    with copies made static for the shapes of the values they capture (the If's inputs after the condition),
+    when those are all known: each branch then runs as a plan of static shapes, on its native drivers and fused
+    kernels, instead of a generic plan whose convolutions and recurrences run on numpy (openWakeWord's copy of
+    silero VAD, converted without --inputShape: 5.3 ms a call against 67 us).  A branch that rejects those
+    shapes is left as converted: it may be the branch the data never takes.  ``vmap`` receives the branches'
+    values too (the dynamic fusion pass reads their shapes at its probe shapes)."""
+    for key in ("then_branch", "else_branch"):
+        body = node.attrs.get(key)
+        if not isinstance(body, Graph) or len(body.inputs) != len(node.inputs) - 1:
+            return
+        for bv, v in zip(body.inputs, node.inputs[1:]):
+            if v is None or v.type is None or not v.type.is_tensor or not v.type.is_static:
+                return
+    for key in ("then_branch", "else_branch"):
+        body = node.attrs[key]
+        shapes = {bv.name: v.type.shape for bv, v in zip(body.inputs, node.inputs[1:])}
+        if all(bv.type is not None and bv.type.is_static for bv in body.inputs):
+            continue                                  # static already: as converted
+        try:
+            node.attrs[key] = concretize(body, shapes, vmap, facts)
+        except ConverterError:
+            continue
 
 
 def _shape_error(node: Node, shapes: Mapping, e: Exception) -> ConverterError:

@@ -283,7 +283,14 @@ class Executor:
         self.arrays = arrays
         self.dtypes = [v.dtype if v.kind == "tensor" else None for v in prog.values]
         self.env: list = [None] * len(prog.values)
-        self.has_dynamic = any(a is None for a in arrays)
+        # a value some step or the graph reads or writes has no buffer (its shape known only at run time); values
+        # no step touches (the outputs of steps dropped as unused) do not count: an If branch of openWakeWord's
+        # silero VAD, made static per shape, kept one such value and ran on the generic path
+        used = {v for st in prog.steps for v in st.inputs if v is not None}
+        used.update(o for st in prog.steps for o in st.outputs)
+        used.update(prog.inputs)
+        used.update(prog.outputs)
+        self.has_dynamic = any(arrays[v] is None for v in used)
         self.inputs = [(arrays[v], v) for v in prog.inputs]
         self.outputs = [(arrays[v], v) for v in prog.outputs]
         self.in_arrays = tuple(a for a, _ in self.inputs)

@@ -35,6 +35,8 @@ from ..kernels.registry import DRIVERS_ATTR
 from ..ops.registry import OPS, KernelError
 from .native import wide_vectors
 
+CLAMPS = frozenset({"Relu", "Clip"})   # bare clamps a Conv on its driver can apply (``_clamp_epilogue``)
+
 
 @dataclass
 class PValue:
@@ -268,6 +270,8 @@ class _Lowerer:
         top = kernel is None
         if top and node.op == "GraphKernel" and self._epilogue(node, ins):
             return
+        if top and node.op in CLAMPS and self._clamp_epilogue(node, ins):
+            return
         if top:
             prog.kernels.append(KernelEntry(node, tuple(node.attrs.get("source_nodes", ()))))
             kernel = len(prog.kernels) - 1
@@ -326,6 +330,48 @@ class _Lowerer:
         entry = prog.kernels[last.kernel]
         entry.source_nodes = (entry.source_nodes or (entry.node.name,)) + tuple(
             node.attrs.get("source_nodes", ()) or (node.name,))
+        return True
+
+    def _clamp_epilogue(self, node: Node, ins: list) -> bool:
+        """Lets the previous step, a Conv on its driver, clamp its output for a Relu or Clip (constant bounds)
+        reading only it, the Relu's output a view of the Conv's.  The converter records such epilogues for fused
+        kernels (``_epilogue``); this takes the bare clamps a model with dynamic dims leaves after its Convs, in
+        a plan made for one shape (openWakeWord's silero VAD: 15 Relus of 1 us each in its If branches)."""
+        prog = self.prog
+        last = prog.steps[-1] if prog.steps else None
+        if last is None or last.node.op != "Conv" or last.impl.epilogue is None or len(last.outputs) != 1 \
+                or len(node.outputs) != 1 or not ins or ins[0] is None or prog.values[ins[0]].dtype != np.float32:
+            return False
+        # the clamp reads the Conv's output, or a reshaped view of all of it (a 1-D Conv runs as a 2-D one between
+        # an Unsqueeze and a Squeeze), and nothing else reads either
+        vid, value = ins[0], node.inputs[0]
+        while vid != last.outputs[0]:
+            made = prog.producer.get(vid)
+            pv = prog.values[vid]
+            if made is None or pv.base is None or pv.offset or pv.perm is not None or self.uses.get(id(value), 0) != 1 \
+                    or not made[0].inputs or made[1][0] != pv.base \
+                    or prog.values[pv.base].nbytes != pv.nbytes:
+                return False
+            vid, value = pv.base, made[0].inputs[0]
+        if self.uses.get(id(value), 0) != 1:
+            return False
+        bounds = [0.0, math.inf] if node.op == "Relu" else [-math.inf, math.inf]
+        for k, i in enumerate((1, 2) if node.op == "Clip" else ()):
+            if i < len(ins) and ins[i] is not None:
+                c = prog.values[ins[i]].const
+                if c is None or np.size(c) != 1:
+                    return False                       # a bound computed at run time
+                bounds[k] = float(np.asarray(c).reshape(-1)[0])
+        lo, hi = bounds
+        extra = last.impl.epilogue((lo, hi), None, None)
+        if extra is None:
+            return False
+        last.inputs = tuple(last.inputs) + tuple(extra)
+        out = self._new(node.outputs[0])
+        prog.make_view(out, ins[0], 0)
+        prog.producer[out] = (node, tuple(ins))
+        entry = prog.kernels[last.kernel]
+        entry.source_nodes = (entry.source_nodes or (entry.node.name,)) + (node.name,)
         return True
 
     def _new(self, v: Value) -> int:

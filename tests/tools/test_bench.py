@@ -12,9 +12,9 @@ from tools import bench
 
 NUM = r"\d+\.\d+"
 TIME = rf"{NUM} \({NUM}\)"
-ROW = re.compile(rf"^\| mynet \| {TIME} \| {TIME} \| {TIME} \| {NUM} \| {NUM} \| {NUM} \| {NUM}, {NUM} \| {NUM}, {NUM} \| "
+ROW = re.compile(rf"^\| mynet \| {TIME} \| {TIME} \| {TIME} \| {NUM} \| {NUM} \| {NUM} \| {NUM}, {NUM}, {NUM} \| {NUM}, {NUM} \| "
                  rf"{NUM}, {NUM} \| \d\.\de[+-]\d\d, \d\.\de[+-]\d\d \|$", re.MULTILINE)
-HEADER = ("| model | ORT ms (p90) | O0 ms (p90) | O2 ms (p90) | O2/ORT | O0/ORT | O0/O2 | p99/median (O2, ORT) | "
+HEADER = ("| model | ORT ms (p90) | O0 ms (p90) | O2 ms (p90) | O2/ORT | O0/ORT | O0/O2 | p99/median (O2, ORT, fixed work) | "
           "load ms (O2, ORT) | peak MB (O2, ORT) | max rel err (O0, O2) |")
 
 

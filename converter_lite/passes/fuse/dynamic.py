@@ -374,6 +374,21 @@ def _unlowerable(sub: Graph, name: str, kind: str, rows: int | None) -> str | No
 BRANCHES = frozenset({"If", "Loop", "Scan"})
 
 
+def _with_branches(graph: Graph) -> list[Graph]:
+    """``graph`` and the branches of its If nodes, nested ones included: a branch whose captured values have
+    shapes at the probe shapes has signatures too (runtime/concretize.py makes it static there), so its ops
+    cluster into row and column kernels like the main graph's.  openWakeWord's copy of silero VAD (an If on
+    the sample rate, an input) converted without --inputShape ran its branches' 60 ops one by one."""
+    out = [graph]
+    for node in graph.nodes:
+        if node.op == "If":
+            for key in ("then_branch", "else_branch"):
+                body = node.attrs.get(key)
+                if isinstance(body, Graph):
+                    out.extend(_with_branches(body))
+    return out
+
+
 def _warn_shape_branches(graph: Graph, ctx: PassContext) -> None:
     """Control flow deciding on the dynamic input shapes (silero VAD's Ifs on the frame size) stays control flow
     at run time, its bodies unfused, where a fixed shape folds it at conversion: say so, naming the flag."""
@@ -416,9 +431,10 @@ class DynamicFusionPass(Pass):
                          "of them; it runs unfused (fix dims it constrains with --inputShape, ranges included)")
             return False
         count = 0
-        for k, (key, nodes) in enumerate(_Clusterer(graph, sigs).clusters()):
-            if outline(graph, key, nodes, sigs, k, ctx):
-                count += 1
+        for g in _with_branches(graph):
+            for key, nodes in _Clusterer(g, sigs).clusters():
+                if outline(g, key, nodes, sigs, count, ctx):
+                    count += 1
         if count:
             ctx.count(self.name, count)
             warm = warm_shapes(graph, dims, known)

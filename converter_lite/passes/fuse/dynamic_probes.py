@@ -190,9 +190,16 @@ def _static_shape(v: Value | None) -> tuple | None:
 
 
 def _values(graph: Graph) -> list[Value]:
+    """The graph's inputs and node outputs, and those of its If branches (concretize makes a branch static at
+    the probe shapes when the values it captures are)."""
     out = list(graph.inputs)
     for n in graph.nodes:
         out.extend(n.outputs)
+        if n.op == "If":
+            for key in ("then_branch", "else_branch"):
+                body = n.attrs.get(key)
+                if isinstance(body, Graph):
+                    out.extend(_values(body))
     return out
 
 

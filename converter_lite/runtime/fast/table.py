@@ -40,6 +40,8 @@ from .patch import conv_transpose_patches, patch_conv
 from .pooling import POOL_FAST
 from .quantized import QUANTIZED_FAST
 from .resize import linear_resize, nearest_resize
+from .reduce import REDUCE_FAST
+from .rnn import RNN_FAST
 from .runs import run_copy
 from .space import depth_to_space
 
@@ -393,7 +395,7 @@ FAST = {
     **{op: _unary(fn) for op, fn in UNARY.items()},
     **{op: _binary(fn) for op, fn in BINARY.items()},
     **{op: _compare(fn) for op, fn in COMPARE.items()},
-    **NORM_FAST, **LINALG_FAST, **CONV_FAST, **POOL_FAST, **GATHER_FAST, **QUANTIZED_FAST,
+    **NORM_FAST, **REDUCE_FAST, **RNN_FAST, **LINALG_FAST, **CONV_FAST, **POOL_FAST, **GATHER_FAST, **QUANTIZED_FAST,
     "Conv": patch_conv(CONV_FAST["Conv"]), "ConvTranspose": conv_transpose_patches,
     "Resize": lambda ctx: linear_resize(ctx) or nearest_resize(ctx) or GATHER_FAST["Resize"](ctx),
     "DepthToSpace": lambda ctx: depth_to_space(ctx) or GATHER_FAST["DepthToSpace"](ctx),

@@ -318,3 +318,39 @@ def test_row_kernels_take_leading_one_constants_and_rank_dropping_reductions(tmp
     assert {"Add", "ReduceSum", "Sqrt"} <= fused, fused
     assert not [n.op for n in load_model(path).graph.nodes if n.op != "GraphKernel"]
     _check(proto, path, [(1, 24, 8), (3, 24, 8), (0, 24, 8), (17, 24, 8)])
+
+
+def _branch_model():
+    """An If on an input's value (not its shape) whose branches compute elementwise chains of a dynamic-shape
+    capture: x [n, 16] -> (x * 2 + 1) -> Tanh, or (x - 3) * x -> Relu."""
+    then_g = oh.make_graph([oh.make_node("Mul", ["x", "two"], ["tm"]), oh.make_node("Add", ["tm", "one"], ["ta"]),
+                            oh.make_node("Tanh", ["ta"], ["ty"])], "then", [], [tensor_info("ty", F, None)])
+    else_g = oh.make_graph([oh.make_node("Sub", ["x", "three"], ["es"]), oh.make_node("Mul", ["es", "x"], ["em"]),
+                            oh.make_node("Relu", ["em"], ["ey"])], "else", [], [tensor_info("ey", F, None)])
+    inits = {"two": np.array(2, F), "one": np.array(1, F), "three": np.array(3, F), "k": np.array(1, np.int64)}
+    nodes = [oh.make_node("Equal", ["flag", "k"], ["cond"]),
+             oh.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g)]
+    return make_model(nodes, [tensor_info("x", F, ["n", 16]), tensor_info("flag", np.int64, [])],
+                      [tensor_info("y", F, None)], inits)
+
+
+def test_if_branches_on_a_value_fuse_too(tmp_path):
+    """The branches of an If deciding on an input's value are made static at the probe shapes (runtime/
+    concretize.py) and their chains fuse into row kernels like the main graph's; both branches run right."""
+    proto = _branch_model()
+    src = str(tmp_path / "m.onnx")
+    import onnx
+    onnx.save(proto, src)
+    path = converter_lite.convert(src, str(tmp_path / "m"), **OPT2)
+    branches = [n.attrs[k] for n in load_model(path).graph.nodes if n.op == "If"
+                for k in ("then_branch", "else_branch")]
+    assert len(branches) == 2
+    for b in branches:
+        assert [n.op for n in b.nodes] == ["GraphKernel"] and "rows" in b.nodes[0].attrs
+    model = converter_lite.load(path)
+    rng = np.random.default_rng(0)
+    for n in (1, 5, 33):
+        for flag in (0, 1):
+            feeds = {"x": rng.standard_normal((n, 16)).astype(F), "flag": np.array(flag, np.int64)}
+            for got, want in zip(model.run(feeds).values(), run_ort(proto, feeds)):
+                assert_close(got, want, rtol=1e-5, atol=1e-6, what=f"n={n} flag={flag}")

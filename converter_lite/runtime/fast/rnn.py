@@ -1,0 +1,149 @@
+"""LSTM writing into the plan's buffers: the reference kernel's numpy operations (``ops/rnn.py``
+``_recurrence``) in the same order and in float64, so results are bit-identical, with what the reference
+redoes every call done once per plan: the weights converted to float64, the input order of each direction,
+the step buffers.
+
+The converter unrolls an LSTM of known length into MatMuls and fused gate kernels (passes/expand/rnn.py); this
+kernel runs the ones it could not: a sequence length known only at run time (a model converted without
+``--inputShape``, planned per shape by runtime/shape_plans.py, and If branches made static there by
+concretize.py).  openWakeWord's copy of silero VAD has two such LSTMs of one step, hidden 64: 88 us each on the
+reference kernel (float64 conversions of the weights, splits, ``np.where`` of the state, fancy-indexed stores),
+12-20 us here (about 20 numpy calls a step).
+
+Without peepholes (``P`` absent, so zero) the reference's ``pi * C`` and ``pf * C`` are one array (0, or NaN where
+C is not finite), computed once, and the output gate ``sigmoid(go + po * C')`` is computed as ``sigmoid(go) +
+po * C'``: the same bits, since adding 0 changes neither a sigmoid's input (but -0, which it maps like 0) nor its
+output, and a NaN term makes both NaN.  So the i, o and f gates take one sigmoid of their three slices together.
+
+Taken: LSTM with constant W, R and B, no ``sequence_lens`` (or a constant one of full lengths), no peepholes,
+no ``clip``, no ``input_forget``, the default activations; the reference kernel runs the rest.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..program import Impl, NodeCtx
+
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+F64 = np.dtype(np.float64)
+DEFAULT_ACTIVATIONS = ("sigmoid", "tanh", "tanh")
+
+
+def _lstm(ctx: NodeCtx):
+    x, w, r = ctx.value(0), ctx.const(1), ctx.const(2)
+    attrs = ctx.attrs
+    if (x is None or x.dtype not in FLOATS or w is None or r is None or len(x.shape) != 3 or 0 in x.shape
+            or ctx.value(7) is not None or attrs.get("clip") is not None or attrs.get("input_forget", 0)
+            or any(ctx.out(k).dtype != x.dtype for k in range(len(ctx.outs)))):
+        return None
+    acts = attrs.get("activations")
+    direction = attrs.get("direction", "forward")
+    nd = {"forward": 1, "reverse": 1, "bidirectional": 2}.get(direction)
+    if nd is None or (acts and tuple(a.lower() for a in acts) != DEFAULT_ACTIVATIONS * nd):
+        return None
+    layout = int(attrs.get("layout", 0))
+    seq, batch, inp = x.shape if layout == 0 else (x.shape[1], x.shape[0], x.shape[2])
+    hidden = int(attrs.get("hidden_size", r.shape[-1]))
+    if w.shape != (nd, 4 * hidden, inp) or r.shape != (nd, 4 * hidden, hidden):
+        return None
+    b = ctx.const(3) if ctx.value(3) is not None else np.zeros((nd, 8 * hidden))
+    if b is None or b.shape != (nd, 8 * hidden):
+        return None
+    if ctx.value(4) is not None:
+        lens = ctx.const(4)
+        if lens is None or lens.shape != (batch,) or not (np.asarray(lens) == seq).all():
+            return None
+    for pos in (5, 6):                                 # initial_h, initial_c: any values, the state's shape
+        v = ctx.value(pos)
+        want = (nd, batch, hidden) if layout == 0 else (batch, nd, hidden)
+        if v is not None and (v.shape != want or v.dtype != x.dtype):
+            return None
+    w64 = [w[d].astype(F64) for d in range(nd)]          # the reference's w[d].astype(f64), once
+    r64 = [r[d].astype(F64) for d in range(nd)]
+    b64 = b.astype(F64)
+    bias_in = [b64[d, :4 * hidden] for d in range(nd)]
+    bias_rec = [b64[d, 4 * hidden:] for d in range(nd)]
+    pi = po = np.zeros(hidden)                           # P absent: zeros (pf * c is pi * c, see the module doc)
+    reverse = [direction == "reverse" or d == 1 for d in range(nd)]
+    has = [ctx.value(5) is not None, ctx.value(6) is not None]
+    nouts = len(ctx.outs)
+    shapes = {"x": (seq, batch, inp), "xr": (seq, batch, inp), "xw": (seq, batch, 4 * hidden), "y": (seq, nd, batch, hidden),
+              "g": (batch, 4 * hidden), "hr": (batch, 4 * hidden), "h": (nd, batch, hidden),
+              "c": (nd, batch, hidden), "t0": (batch, hidden), "t1": (batch, hidden), "s3": (batch, 3 * hidden),
+              "e3": (batch, 3 * hidden)}
+    sizes = {k: (math.prod(s) * 8 + 63) // 64 * 64 for k, s in shapes.items()}
+
+    def bind(ins, outs, ws, nt=1):
+        bufs, at = {}, 0
+        for k, s in shapes.items():
+            bufs[k] = ws[at:at + math.prod(s) * 8].view(F64).reshape(s)
+            at += sizes[k]
+        x64, xr, xw, y, g, hr, hs, cs = (bufs[k] for k in ("x", "xr", "xw", "y", "g", "hr", "h", "c"))
+        t0, t1 = bufs["t0"], bufs["t1"]
+        xin = ins[0] if layout == 0 else ins[0].transpose(1, 0, 2)
+        h0 = None if not has[0] else (ins[5] if layout == 0 else ins[5].transpose(1, 0, 2))
+        c0 = None if not has[1] else (ins[6] if layout == 0 else ins[6].transpose(1, 0, 2))
+        gates = [(g[:, k * hidden:(k + 1) * hidden]) for k in range(4)]       # i, o, f, c
+        xw_rows = [xw[s] for s in range(seq)]
+        y_out = outs[0] if nouts > 0 else None
+        y_view = None if y_out is None else (y_out if layout == 0 else y_out.transpose(1, 2, 0, 3))
+
+        g3, s3, e3 = g[:, :3 * hidden], bufs["s3"], bufs["e3"]
+        is_, os_, fs = s3[:, :hidden], s3[:, hidden:2 * hidden], s3[:, 2 * hidden:]
+
+        def sig3(v, out):                              # the reference's 1 / (1 + np.exp(-x))
+            np.negative(v, out=e3)
+            np.exp(e3, out=e3)
+            np.add(1, e3, out=e3)
+            np.divide(1, e3, out=out)
+
+        def run():
+            np.copyto(x64, xin)
+            if h0 is None:
+                hs.fill(0.0)
+            else:
+                np.copyto(hs, h0)
+            if c0 is None:
+                cs.fill(0.0)
+            else:
+                np.copyto(cs, c0)
+            for d in range(nd):
+                xo = x64
+                if reverse[d]:                         # the reference's x[order, cols]: a contiguous copy
+                    np.copyto(xr, x64[::-1])
+                    xo = xr
+                np.matmul(xo, w64[d].T, out=xw)
+                np.add(xw, bias_in[d], out=xw)
+                rwt, rb = r64[d].T, bias_rec[d]
+                h, c = hs[d], cs[d]
+                gi, gf, gc = gates[0], gates[2], gates[3]
+                for s in range(seq):
+                    np.matmul(h, rwt, out=hr)
+                    np.add(xw_rows[s], hr, out=g)
+                    np.add(g, rb, out=g)
+                    np.multiply(pi, c, out=t0)         # pi * c = pf * c (both zero): 0, or NaN where c is not finite
+                    np.add(gi, t0, out=gi)
+                    np.add(gf, t0, out=gf)
+                    sig3(g3, s3)                       # i, o, f at once; o = sigmoid(go), see the module doc
+                    np.multiply(fs, c, out=t0)
+                    np.tanh(gc, out=t1)
+                    np.multiply(is_, t1, out=t1)
+                    np.add(t0, t1, out=c)              # C
+                    np.multiply(po, c, out=t1)
+                    np.add(os_, t1, out=os_)
+                    np.tanh(c, out=t1)
+                    np.multiply(os_, t1, out=h)        # H
+                    y[seq - 1 - s if reverse[d] else s, d] = h
+            if y_view is not None:
+                np.copyto(y_view, y, casting="unsafe")
+            if nouts > 1:
+                np.copyto(outs[1] if layout == 0 else outs[1].transpose(1, 0, 2), hs, casting="unsafe")
+            if nouts > 2:
+                np.copyto(outs[2] if layout == 0 else outs[2].transpose(1, 0, 2), cs, casting="unsafe")
+        return run
+    return Impl(bind=bind, workspace=sum(sizes.values()) + 64)
+
+
+RNN_FAST = {"LSTM": _lstm}
