@@ -33,6 +33,11 @@ class WildModel:
     quirks: str
     values: dict = field(default_factory=dict)   # input name -> fixed scalar fed (e.g. the sample rate)
     rtol: float = 1e-4              # max |ours - onnxruntime| / max |onnxruntime| accepted
+    dynamic: bool = False           # converted without --inputShape (its dims stay dynamic), run at ``shapes``
+
+    def convert_shapes(self) -> dict | None:
+        """The ``input_shape`` to convert with: ``shapes``, or None for a model converted with dynamic dims."""
+        return None if self.dynamic or not self.shapes else self.shapes
 
 
 _OCR = "rapidocr-onnxruntime==1.4.4"
@@ -83,6 +88,27 @@ MODELS: tuple[WildModel, ...] = (
     WildModel("silero_vad_openvino_16k", _VAD, "silero_vad/data/silero_vad_openvino_16k.onnx",
               "7776b81ad1b0350c15d7f1555943b9232eb53e9ca5d989c6d0cea9ebc8664d87", {},
               "static [1, 576] frame, LSTM step"),
+)
+_OWW = "openwakeword==0.5.1"
+_OWW_DIR = "openwakeword/resources/models/"
+MODELS += (
+    WildModel("oww_melspectrogram", _OWW, _OWW_DIR + "melspectrogram.onnx",
+              "ba2b0e0f8b7b875369a2c89cb13360ff53bac436f2895cced9f479fa65eb176f", {"input": (1, 1760)},
+              "openWakeWord's audio front end: STFT as two Convs, power, mel MatMul, log; dynamic batch and length"),
+    WildModel("oww_embedding", _OWW, _OWW_DIR + "embedding_model.onnx",
+              "70d164290c1d095d1d4ee149bc5e00543250a7316b59f31d056cff7bd3075c1f", {"input_1": (1, 76, 32, 1)},
+              "speech-embedding CNN, tf2onnx: NHWC input, 'unk__314' batch, LeakyRelu then Max, 20 Convs"),
+    WildModel("oww_hey_jarvis", _OWW, _OWW_DIR + "hey_jarvis_v0.1.onnx",
+              "94a13cfe60075b132f6a472e7e462e8123ee70861bc3fb58434a73712ee0d2cb", {},
+              "wake-word head: LayerNorm as ReduceMean/Pow/Sqrt, an If on GreaterOrEqual, three Gemms"),
+    WildModel("oww_timer", _OWW, _OWW_DIR + "timer_v0.1.onnx",
+              "371e44535470a29248b3b8f1bbbbaf2525c86417fd8f75c67fcf02ae0b9626df", {},
+              "wake-word head: three Gemms and a 7-way Softmax on [1, 34, 96] embeddings"),
+    WildModel("oww_silero_vad_dynamic", _OWW, _OWW_DIR + "silero_vad.onnx",
+              "a35ebf52fd3ce5f1469b2a36158dba761bc47b973ea3382b3186ca15b1f5af28",
+              {"input": (1, 512), "h": (2, 1, 64), "c": (2, 1, 64)},
+              "older silero VAD, converted with its dims dynamic: an If on the sample-rate input whose branches "
+              "(STFT Convs, 2 LSTMs) are made static per shape at run time", values=_SR, dynamic=True),
 )
 BY_NAME = {m.name: m for m in MODELS}
 
@@ -142,12 +168,13 @@ def feeds_for(model: WildModel, ms_model) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
     feeds = {}
     for name, t in zip(ms_model.input_names, ms_model.input_types):
+        shape = model.shapes.get(name, t.shape) if model.dynamic else t.shape
         if name in model.values:
-            feeds[name] = np.array(model.values[name], t.dtype.np).reshape(t.shape)
+            feeds[name] = np.array(model.values[name], t.dtype.np).reshape(() if model.dynamic else shape)
         elif t.dtype.np.kind in "iu":
-            feeds[name] = rng.integers(0, 256, t.shape).astype(t.dtype.np)
+            feeds[name] = rng.integers(0, 256, shape).astype(t.dtype.np)
         else:
-            feeds[name] = (rng.standard_normal(t.shape) * 0.5).astype(t.dtype.np)
+            feeds[name] = (rng.standard_normal(shape) * 0.5).astype(t.dtype.np)
     return feeds
 
 
@@ -177,7 +204,7 @@ def measure(model: WildModel, directory: str, work_dir: str, threads: int, budge
     row = Row(model.name, quirks=model.quirks)
     path = path_of(model, directory)
     try:
-        ms = converter_lite.convert(path, os.path.join(work_dir, model.name), input_shape=model.shapes or None,
+        ms = converter_lite.convert(path, os.path.join(work_dir, model.name), input_shape=model.convert_shapes(),
                                     graph_kernel_flags="--opt_level=2")
         ours = converter_lite.load(ms, num_threads=threads)
         row.kernels = fused_kernels(ms)

@@ -35,7 +35,7 @@ def _rel_err(ours, ref):
 def test_converts_and_matches_onnxruntime(entry, level, tmp_path):
     import converter_lite
     path = path_of(entry)
-    ms = converter_lite.convert(path, str(tmp_path / entry.name), input_shape=entry.shapes or None,
+    ms = converter_lite.convert(path, str(tmp_path / entry.name), input_shape=entry.convert_shapes(),
                                 graph_kernel_flags=f"--opt_level={level}")
     model = converter_lite.load(ms)
     feeds = feeds_for(entry, model)
