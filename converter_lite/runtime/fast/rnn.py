@@ -93,11 +93,13 @@ def _lstm(ctx: NodeCtx):
         g3, s3, e3 = g[:, :3 * hidden], bufs["s3"], bufs["e3"]
         is_, os_, fs = s3[:, :hidden], s3[:, hidden:2 * hidden], s3[:, 2 * hidden:]
 
+        one = np.ones((), F64)                         # (a Python 1 costs ~0.5 us a call to convert)
+
         def sig3(v, out):                              # the reference's 1 / (1 + np.exp(-x))
-            np.negative(v, out=e3)
-            np.exp(e3, out=e3)
-            np.add(1, e3, out=e3)
-            np.divide(1, e3, out=out)
+            np.negative(v, e3)
+            np.exp(e3, e3)
+            np.add(one, e3, e3)
+            np.divide(one, e3, out)
 
         def run():
             np.copyto(x64, xin)

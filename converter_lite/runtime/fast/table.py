@@ -39,8 +39,8 @@ from .norm import NORM_FAST
 from .patch import conv_transpose_patches, patch_conv
 from .pooling import POOL_FAST
 from .quantized import QUANTIZED_FAST
-from .resize import linear_resize, nearest_resize
 from .reduce import REDUCE_FAST
+from .resize import linear_resize, nearest_resize
 from .rnn import RNN_FAST
 from .runs import run_copy
 from .space import depth_to_space
@@ -344,20 +344,24 @@ def _sigmoid(ctx: NodeCtx):
     y = ctx.out()
     n = math.prod(y.shape)
 
+    zero, one = np.zeros((), y.dtype), np.ones((), y.dtype)     # (a Python 0 or 1 costs ~0.4 us a call to convert)
+
     def bind(ins, outs, ws, nt=1):
         x, o = ins[0], outs[0]
         e = ws[:y.nbytes].view(y.dtype).reshape(y.shape)
         neg = ws[y.nbytes:y.nbytes + n].view(np.bool_).reshape(y.shape)
+        less, absolute, negative, exp, add, divide, multiply, copyto = (
+            np.less, np.absolute, np.negative, np.exp, np.add, np.divide, np.multiply, np.copyto)
 
         def run():
-            np.less(x, 0, out=neg)
-            np.absolute(x, out=e)
-            np.negative(e, out=e)
-            np.exp(e, out=e)
-            np.add(e, 1, out=o)
-            np.divide(1, o, out=o)
-            np.multiply(e, o, out=e)
-            np.copyto(o, e, where=neg)
+            less(x, zero, neg)
+            absolute(x, e)
+            negative(e, e)
+            exp(e, e)
+            add(e, one, o)
+            divide(one, o, o)
+            multiply(e, o, e)
+            copyto(o, e, where=neg)
         return run
     return Impl(bind=bind, inplace=(0,), workspace=y.nbytes + n + 64)
 

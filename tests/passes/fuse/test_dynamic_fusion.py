@@ -334,14 +334,19 @@ def _branch_model():
                       [tensor_info("y", F, None)], inits)
 
 
-def test_if_branches_on_a_value_fuse_too(tmp_path):
+def test_if_branches_on_a_value_fuse_too(tmp_path, caplog):
     """The branches of an If deciding on an input's value are made static at the probe shapes (runtime/
-    concretize.py) and their chains fuse into row kernels like the main graph's; both branches run right."""
+    concretize.py) and their chains fuse into row kernels like the main graph's; both branches run right.  A
+    warning names the input and the flags that fuse or fold the branches at conversion."""
+    import logging
+
+    import onnx
     proto = _branch_model()
     src = str(tmp_path / "m.onnx")
-    import onnx
     onnx.save(proto, src)
-    path = converter_lite.convert(src, str(tmp_path / "m"), **OPT2)
+    with caplog.at_level(logging.WARNING, logger="converter_lite"):
+        path = converter_lite.convert(src, str(tmp_path / "m"), **OPT2)
+    assert "on 'flag'" in caplog.text and "--inputValue=flag:<value>" in caplog.text
     branches = [n.attrs[k] for n in load_model(path).graph.nodes if n.op == "If"
                 for k in ("then_branch", "else_branch")]
     assert len(branches) == 2
