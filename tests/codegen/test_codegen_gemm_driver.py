@@ -129,3 +129,14 @@ def test_tile_grid(monkeypatch):
     assert tile_grid(1, 101, 200, 96, 2)[1] == [(0, 64), (64, 112), (112, 160), (160, 200)]  # ALIGN cuts
     assert tile_grid(1, 40, 8, 4096, 2)[1] == [(0, 20), (20, 40)]                      # tiles >= ALIGN rows
     assert tile_grid(1, 64, 96, 512, 2)[1] == [(0, 48), (48, 96)]                      # 6 column units: 3 + 3
+
+
+def test_tile_grid_splits_skinny_products_reading_a_large_b():
+    """A product of one to SKINNY rows streams B from memory: split across threads once B is large
+    (MIN_B_ELEMENTS), whatever its multiply-adds (a wake-word head's [1, 3264] x [3264, 128] Gemm)."""
+    assert gemm_tiles.MIN_WORK > 3264 * 128                                  # below the multiply-add bound ...
+    axis, ranges, par = tile_grid(1, 1, 128, 3264, 2)
+    assert axis == "N" and par and len(ranges) >= 2 and ranges[0][0] == 0 and ranges[-1][1] == 128
+    assert tile_grid(1, 1, 128, 3264, 1)[2] is False                         # one thread: one tile
+    assert tile_grid(1, 1, 128, 512, 2)[2] is False                          # a small B stays on one thread
+    assert tile_grid(1, 16, 128, 160, 2)[2] is False                         # not skinny, below MIN_WORK

@@ -65,6 +65,12 @@ _NONE = (0,) * len(FIELDS)          # (the value of a field ``words`` leaves out
 # pays from ~1e5 (measured), but a pool worker that the OS preempts or wakes late (busy machine, a VM) stalls the
 # caller for 0.1 ms or more, so only products that gain several microseconds take the risk
 MIN_WORK = 1 << 19
+# ... except a skinny product (at most SKINNY rows) whose B has at least MIN_B_ELEMENTS: it streams B from memory
+# at a few bytes per multiply-add, so its time goes with B's size, not its multiply-adds, and two cores stream it
+# faster than one (openWakeWord's wake-word heads, batch 1: a [1, 3264] x [3264, 128] Gemm, 418K multiply-adds
+# but 1.7 MB of weights, ~30 us on one thread; onnxruntime splits it: 31.7 -> 22.4 us a call on 2 threads)
+SKINNY = 4
+MIN_B_ELEMENTS = 1 << 17
 TILES_PER_THREAD = 2
 ALIGN = 16
 _DRIVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
@@ -121,7 +127,7 @@ def tile_grid(batch: int, m: int, n: int, k: int, nt: int, align: int = ALIGN) -
     """(split axis "M"/"N", the [start, stop) ranges of that axis per batch entry, run on several threads);
     column cuts at multiples of ``align``."""
     axis, size = ("N", n) if n > m else ("M", m)
-    if nt <= 1 or batch * m * n * k < MIN_WORK:
+    if nt <= 1 or (batch * m * n * k < MIN_WORK and (m > SKINNY or k * n < MIN_B_ELEMENTS)):
         return axis, [(0, size)], False
     # equal parts (a last short tile would leave one thread idle), each at least ALIGN long; column cuts
     # at multiples of ALIGN, row cuts anywhere; the most parts whose span (tiles per thread x tile size) is
