@@ -16,23 +16,15 @@ import onnx.helper as oh
 import pytest
 from helpers import make_model, run_ort, tensor_info
 from quant_models import _feeds, float_cnn, mobile_cnn, ort_qdq, residual_cnn
+from test_runtime_real_models import _path
 
 import converter_lite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SHARED = os.path.join(os.path.dirname(ROOT), "shared", "models")
 MODELS = ["bert_tiny", "gpt2_tiny", "vit_mini", "resnet_mini", "mobilenet_v2_half", "convnext_mini",
           "attention_block", "conv_net", "mlp_block", "vad_streaming", "greedy_decoder"]
 THREADS = (3, 8, 16)
 F32 = np.float32
-
-
-def _path(name: str) -> str | None:
-    for d in (SHARED, os.path.join(ROOT, "models")):
-        p = os.path.join(d, f"{name}.onnx")
-        if os.path.exists(p):
-            return p
-    return None
 
 
 def _feeds_of(model, seed: int = 0) -> dict[str, np.ndarray]:

@@ -31,7 +31,13 @@ from ...ops.registry import OPS, OpKind, infer_types, normalize_axis
 from ..base import Pass, PassContext
 from ..expand.expand_pass import ExpandOpsPass
 from ..registry import register_pass
-from .dynamic_probes import fit_signatures, probe_shapes, signatures, warm_shapes
+from .dynamic_probes import (
+    fit_signatures,
+    probe_shapes,
+    signatures,
+    warm_shapes,
+    with_if_branches,
+)
 
 NOMINAL_ROWS = (1021, 1031, 1033, 1039)      # primes: the row count the sub-graphs are written with
 AXIS_OPS = {"Softmax": "axis", "LogSoftmax": "axis", "LayerNormalization": "axis", "RMSNormalization": "axis"}
@@ -374,21 +380,6 @@ def _unlowerable(sub: Graph, name: str, kind: str, rows: int | None) -> str | No
 BRANCHES = frozenset({"If", "Loop", "Scan"})
 
 
-def _with_branches(graph: Graph) -> list[Graph]:
-    """``graph`` and the branches of its If nodes, nested ones included: a branch whose captured values have
-    shapes at the probe shapes has signatures too (runtime/concretize.py makes it static there), so its ops
-    cluster into row and column kernels like the main graph's.  openWakeWord's copy of silero VAD (an If on
-    the sample rate, an input) converted without --inputShape ran its branches' 60 ops one by one."""
-    out = [graph]
-    for node in graph.nodes:
-        if node.op == "If":
-            for key in ("then_branch", "else_branch"):
-                body = node.attrs.get(key)
-                if isinstance(body, Graph):
-                    out.extend(_with_branches(body))
-    return out
-
-
 def _warn_run_time_branches(graph: Graph, ctx: PassContext) -> None:
     """Control flow deciding on the dynamic input shapes (silero VAD's Ifs on the frame size) stays control flow
     at run time, its bodies unfused, where a fixed shape folds it at conversion: say so, naming the flag.  An If
@@ -453,7 +444,7 @@ class DynamicFusionPass(Pass):
                          "of them; it runs unfused (fix dims it constrains with --inputShape, ranges included)")
             return False
         count = 0
-        for g in _with_branches(graph):
+        for g in with_if_branches(graph):       # the branches' ops too (openWakeWord's silero VAD)
             for key, nodes in _Clusterer(g, sigs).clusters():
                 if outline(g, key, nodes, sigs, count, ctx):
                     count += 1

@@ -189,17 +189,26 @@ def _static_shape(v: Value | None) -> tuple | None:
     return tuple(v.type.shape)
 
 
-def _values(graph: Graph) -> list[Value]:
-    """The graph's inputs and node outputs, and those of its If branches (concretize makes a branch static at
-    the probe shapes when the values it captures are)."""
-    out = list(graph.inputs)
+def with_if_branches(graph: Graph) -> list[Graph]:
+    """``graph`` and the branches of its If nodes, nested ones included: concretize makes a branch static at the
+    probe shapes when the values it captures are, so its values get signatures and its ops can fuse."""
+    out = [graph]
     for n in graph.nodes:
-        out.extend(n.outputs)
         if n.op == "If":
             for key in ("then_branch", "else_branch"):
                 body = n.attrs.get(key)
                 if isinstance(body, Graph):
-                    out.extend(_values(body))
+                    out.extend(with_if_branches(body))
+    return out
+
+
+def _values(graph: Graph) -> list[Value]:
+    """The inputs and node outputs of the graph and of its If branches."""
+    out = []
+    for g in with_if_branches(graph):
+        out.extend(g.inputs)
+        for n in g.nodes:
+            out.extend(n.outputs)
     return out
 
 
