@@ -78,7 +78,7 @@ def sources(shared_dir: str, wild_dir: str | None, only: set[str] | None) -> lis
             if f.endswith(".onnx"):
                 out.append(Source(f[:-5], os.path.join(shared_dir, f)))
     for m in wild_models.available(wild_dir):
-        out.append(Source(m.name, wild_models.path_of(m, wild_dir), dict(m.shapes), m.name))
+        out.append(Source(m.name, wild_models.path_of(m, wild_dir), dict(m.convert_shapes() or {}), m.name))
     return [s for s in out if not only or s.name in only]
 
 
