@@ -11,6 +11,7 @@ tests in tests/runtime compare every entry with its reference kernel.
 * data movement: Transpose, Concat, Split, Slice, Expand, Gather, Cast;
 * elementwise (``out=`` numpy ufuncs, in place when the planner allows): the unary/binary tables below,
   Clip, Where, Sigmoid, Erf;
+* ReduceSum/Mean/Max/Min (reduce.py) and LSTM (rnn.py): the ones a model with dynamic dims leaves unfused;
 * Softmax, LayerNormalization (norm.py), MatMul/Gemm (linalg.py), Conv (conv.py; patch
   embeddings, kernel = stride, as one GEMM in patch.py, and ConvTranspose with kernel = stride there too), pooling
   (pooling.py, MaxPool in maxpool.py) and Pad (pad.py), DepthToSpace/SpaceToDepth on a native driver
