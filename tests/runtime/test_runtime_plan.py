@@ -350,3 +350,21 @@ def test_quiet_plans_and_warnings(resolver, rng):
         warnings.simplefilter("error")
         got = model.run({"x": np.ones(4, np.float32), "z": np.zeros(4, np.float32)})["q"]
     assert np.isinf(got).all()
+
+
+def test_a_dropped_steps_output_keeps_the_plan_static(rng):
+    """A step whose output nobody reads is dropped, and its value gets no buffer; that alone does not put the
+    plan on the generic path (runtime/plan.py ``has_dynamic``: only values a step or the graph touches count)."""
+    x, t, u, y = f32("x", 4, 8), f32("t", 8, 4), f32("u", 8, 4), f32("y", 4, 8)
+    g = Graph("dropped", [x], [y], [Node("Transpose", [x], [t], {"perm": (1, 0)}, name="unused"),
+                                    Node("Tanh", [t], [u], name="unused_too"),
+                                    Node("Relu", [x], [y], name="relu")])
+    plan = Plan(g)
+    assert [s.node.op for s in plan.program.steps] == ["Relu"]
+    ex = plan.acquire()
+    try:
+        assert not ex.has_dynamic and ex.fixed_buffers() is not None
+    finally:
+        plan.release(ex)
+    a = rng.standard_normal((4, 8)).astype(np.float32)
+    np.testing.assert_array_equal(plan.execute([a])[0], np.maximum(a, 0))
