@@ -85,8 +85,9 @@ def _feeds(model, seed):
     return {"x": np.random.default_rng(seed).standard_normal(shape).astype(F32)}
 
 
-def ort_qdq(model: onnx.ModelProto, path: str) -> onnx.ModelProto:
-    """onnxruntime's quantize_static of ``model`` (QDQ, per-channel int8 weights, uint8 activations)."""
+def ort_qdq(model: onnx.ModelProto, path: str, feeds=None) -> onnx.ModelProto:
+    """onnxruntime's quantize_static of ``model`` (QDQ, per-channel int8 weights, uint8 activations), calibrated
+    on ``feeds(seed)`` for seeds 10-13 (default: ``_feeds(model, seed)``, a model of one input ``x``)."""
     from onnxruntime.quantization import (
         CalibrationDataReader,
         QuantFormat,
@@ -94,7 +95,8 @@ def ort_qdq(model: onnx.ModelProto, path: str) -> onnx.ModelProto:
         quantize_static,
     )
     onnx.save(model, path + ".float.onnx")
-    data = iter([_feeds(model, 10 + k) for k in range(4)])
+    feeds = feeds or (lambda seed: _feeds(model, seed))
+    data = iter([feeds(10 + k) for k in range(4)])
 
     class Reader(CalibrationDataReader):
         def get_next(self):

@@ -491,13 +491,11 @@ MIN_REPEATED = 16         # when the source row has at least this many elements 
                           # gathered: YOLOv8n's 10 -> 20 upsampling was slower split)
 
 
-def _inner_repeat(em: StageEmitter, st: MapStage) -> int:
-    """The factor ``r`` by which ``st`` repeats elements along its innermost axis, when its values read an Expand
-    of a size-1 last axis to ``r`` (the Resize expander's nearest upsampling: Reshape -> Expand -> Reshape), else
-    1.  Only a loop shape for emit_split_nest (any ``r`` dividing the axis is correct): a byte upsampling read at
-    ``c // 2`` per element was gathered a byte at a time (YOLOv8n FULL_QUANT's 128 x 20 x 20 -> 40 x 40 Resize
-    and Concat, ~60 us)."""
-    n = st.shape[-1] if st.shape else 1
+def _inline_producers(em: StageEmitter, st: MapStage, through=lambda node: True):
+    """(value, its producer) for every value ``st`` computes on the fly, depth first from its items: computed,
+    neither a constant nor a cached value, and not read from a buffer (a graph output's is recomputed); the walk
+    goes on through the inputs of the nodes ``through`` accepts."""
+    bufs = em.plan.value_buf
     stack, seen = [v for v, _ in st.items], set()
     while stack:
         v = stack.pop()
@@ -505,14 +503,24 @@ def _inner_repeat(em: StageEmitter, st: MapStage) -> int:
         if id(v) in seen or node is None or v.const is not None or id(v) in em.cached:
             continue
         seen.add(id(v))
+        yield v, node
+        if through(node):
+            stack.extend(i for i in node.inputs if i is not None and i.type is not None and
+                         (id(i) not in bufs or bufs[id(i)].kind == "output"))
+
+
+def _inner_repeat(em: StageEmitter, st: MapStage) -> int:
+    """The factor ``r`` by which ``st`` repeats elements along its innermost axis, when its values read an Expand
+    of a size-1 last axis to ``r`` (the Resize expander's nearest upsampling: Reshape -> Expand -> Reshape), else
+    1.  Only a loop shape for emit_split_nest (any ``r`` dividing the axis is correct): a byte upsampling read at
+    ``c // 2`` per element was gathered a byte at a time (YOLOv8n FULL_QUANT's 128 x 20 x 20 -> 40 x 40 Resize
+    and Concat, ~60 us)."""
+    n = st.shape[-1] if st.shape else 1
+    for v, node in _inline_producers(em, st, through=lambda node: node.op != "Transpose"):
         if node.op == "Expand" and len(v.shape) > len(st.shape) and node.inputs[0].shape and \
                 node.inputs[0].shape[-1] == 1 and 1 < v.shape[-1] <= MAX_REPEAT and n % v.shape[-1] == 0 and \
                 n // v.shape[-1] >= MIN_REPEATED:
             return int(v.shape[-1])
-        if node.op == "Transpose":
-            continue
-        stack.extend(i for i in node.inputs if i is not None and i.type is not None and
-                     (id(i) not in em.plan.value_buf or em.plan.value_buf[id(i)].kind == "output"))
     return 1
 
 
@@ -530,20 +538,13 @@ def _block_axes(em: StageEmitter, st: MapStage) -> int:
 def _gather_bytes(em: StageEmitter, st: MapStage) -> int:
     """The largest input stride (bytes) along which ``st`` reads its output's last axis through a Transpose
     (the innermost loop then gathers: one cache line per lane), or 0 when it reads none that way."""
-    stack, seen, stride = [v for v, _ in st.items], set(), 0
-    while stack:
-        v = stack.pop()
-        node = v.producer
-        if id(v) in seen or node is None or v.const is not None or id(v) in em.cached:
-            continue
-        seen.add(id(v))
+    stride = 0
+    for _, node in _inline_producers(em, st):
         if node.op == "Transpose":
             src = node.inputs[0].shape
             perm = transpose_perm(node, len(src))
             if perm and perm[-1] != len(perm) - 1:
                 stride = max(stride, _numel(src[perm[-1] + 1:]) * storage_type_size(node.inputs[0].dtype))
-        stack.extend(i for i in node.inputs if i is not None and (id(i) not in em.plan.value_buf or
-                                                                   em.plan.value_buf[id(i)].kind == "output"))
     return stride
 
 

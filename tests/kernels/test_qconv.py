@@ -30,23 +30,26 @@ def _quantize(x, s, z):
     return np.clip(t, 0, 255).astype(np.int64)
 
 
-def _int_conv(xq, zx, w, pads, dil, strides=(1, 1)):
-    """sum over (c, ky, kx) of (xq - zx) * w, the input padded with zx (= a float zero)."""
+def _windows(xq, zx, kh, kw, pads, dil, strides):
+    """(ky, kx, window - zx) for every tap of a kh x kw kernel over ``xq`` padded with ``zx`` (a float zero):
+    window[n, c, oy, ox] is the input under tap (ky, kx) of output pixel (oy, ox)."""
     n, c, h, wd = xq.shape
-    m, _, kh, kw = w.shape
     pt, pl, pb, pr = pads
     sh, sw = strides
     xp = np.full((n, c, h + pt + pb, wd + pl + pr), zx, np.int64)
     xp[:, :, pt:pt + h, pl:pl + wd] = xq
     oh = (xp.shape[2] - dil[0] * (kh - 1) - 1) // sh + 1
     ow = (xp.shape[3] - dil[1] * (kw - 1) - 1) // sw + 1
-    acc = np.zeros((n, m, oh, ow), np.int64)
     for ky in range(kh):
         for kx in range(kw):
-            patch = xp[:, :, ky * dil[0]:ky * dil[0] + sh * (oh - 1) + 1:sh,
-                       kx * dil[1]:kx * dil[1] + sw * (ow - 1) + 1:sw] - zx
-            acc += np.einsum("nchw,mc->nmhw", patch, w[:, :, ky, kx].astype(np.int64))
-    return acc
+            yield ky, kx, xp[:, :, ky * dil[0]:ky * dil[0] + sh * (oh - 1) + 1:sh,
+                             kx * dil[1]:kx * dil[1] + sw * (ow - 1) + 1:sw] - zx
+
+
+def _int_conv(xq, zx, w, pads, dil, strides=(1, 1)):
+    """sum over (c, ky, kx) of (xq - zx) * w, the input padded with zx (= a float zero)."""
+    return sum(np.einsum("nchw,mc->nmhw", patch, w[:, :, ky, kx].astype(np.int64))
+               for ky, kx, patch in _windows(xq, zx, *w.shape[2:], pads, dil, strides))
 
 
 CASES = [  # (n, c, h, w, m, kh, kw, pads, dilations, strides)
@@ -268,6 +271,19 @@ def test_uint8_input_is_read_as_quantized(lib, case, body):
     np.testing.assert_array_equal(got, want)
 
 
+def _requantized_case(case, seed, nan_at):
+    """(rng, input with a NaN at ``nan_at``, int8 weights, their PackedQConv with biases) of a ``case`` row, for
+    the tests of requantized and SiLU outputs."""
+    n, c, h, wd, m, kh, kw = case[:7]
+    rng = np.random.default_rng(c * 10 + m + seed)
+    x = (rng.standard_normal((n, c, h, wd)) * 3).astype(np.float32)
+    x.flat[nan_at] = np.nan
+    w = rng.integers(-128, 128, (m, c, kh, kw)).astype(np.int8)
+    packed = PackedQConv(w, rng.uniform(0.001, 0.01, m).astype(np.float32), np.float32(0.05), 118,
+                         rng.standard_normal(m).astype(np.float32))
+    return rng, x, w, packed
+
+
 @pytest.mark.parametrize("case", CASES[:4] + SMALL[:4])
 @pytest.mark.parametrize("body", BODIES)
 @pytest.mark.parametrize("tail", ["requantize", "silu"])
@@ -275,13 +291,8 @@ def test_uint8_input_is_read_as_quantized(lib, case, body):
 def test_uint8_output_is_the_quantized_round_trip(lib, case, body, tail, nt):
     """A uint8 output holds QuantizeLinear's bytes of the output's last pair (the round trip's, or with a SiLU the
     product's), exactly the values the float output's round trip dequantizes; after a clamp, with NaN input."""
-    n, c, h, wd, m, kh, kw, pads, dil, strides = case
-    rng = np.random.default_rng(c * 10 + m + 3)
-    x = (rng.standard_normal((n, c, h, wd)) * 3).astype(np.float32)
-    x.flat[1] = np.nan
-    w = rng.integers(-128, 128, (m, c, kh, kw)).astype(np.int8)
-    packed = PackedQConv(w, rng.uniform(0.001, 0.01, m).astype(np.float32), np.float32(0.05), 118,
-                         rng.standard_normal(m).astype(np.float32))
+    n, c, h, wd, _, _, _, pads, dil, strides = case
+    _, x, w, packed = _requantized_case(case, 3, nan_at=1)
     pair = (np.float32(0.04), 37)
     kw_ = {"requantize": pair, "clamp": (-1.5, np.inf)} if tail == "requantize" else \
         {"requantize": (np.float32(0.06), 90), "silu": True, "silu_requantize": ((np.float32(1 / 255), 0), pair)}
@@ -312,13 +323,8 @@ def test_silu_table_is_the_computed_silu(lib, case, body, out, nt):
     """SiLU after the output's round trip, its product quantized, looked up from the driver's table (bind.py
     ``silu_table``) gives bit for bit what computing it per element gives: a uint8 output's bytes, a float32
     output's round trip; with a residual, a clamp, NaN input, and a uint8 input."""
-    n, c, h, wd, m, kh, kw, pads, dil, strides = case
-    rng = np.random.default_rng(c * 10 + m + 4)
-    x = (rng.standard_normal((n, c, h, wd)) * 3).astype(np.float32)
-    x.flat[2] = np.nan
-    w = rng.integers(-128, 128, (m, c, kh, kw)).astype(np.int8)
-    packed = PackedQConv(w, rng.uniform(0.001, 0.01, m).astype(np.float32), np.float32(0.05), 118,
-                         rng.standard_normal(m).astype(np.float32))
+    n, c, h, wd, _, _, _, pads, dil, strides = case
+    rng, x, w, packed = _requantized_case(case, 4, nan_at=2)
     shape = _int_conv(np.zeros((n, c, h, wd), np.int64), 0, w, pads, dil, strides).shape
     res = rng.standard_normal(shape).astype(np.float32)
     kw_ = {"requantize": (np.float32(0.06), 90), "silu": True, "clamp": (-4.0, 6.0), "residual": res,

@@ -2,6 +2,7 @@
 int8 taps, the dense driver's epilogue) against an integer numpy depthwise convolution, bit for bit."""
 import numpy as np
 import pytest
+from test_qconv import _quantize, _windows
 
 from converter_lite.kernels.qconv_depthwise.abi import SYMBOL
 from converter_lite.kernels.qconv_depthwise.bind import PackedQDepthwise, qdw_step
@@ -22,29 +23,10 @@ def lib(request):
     del lib
 
 
-def _quantize(x, s, z):
-    t = np.rint(x / np.float32(s)) + np.float32(z)
-    t = np.where(np.isnan(t), 0, t)
-    return np.clip(t, 0, 255).astype(np.int64)
-
-
 def _int_depthwise(xq, zx, w, pads, dil, strides):
     """sum over (ky, kx) of (xq - zx) * w per channel, the input padded with zx (= a float zero)."""
-    n, c, h, wd = xq.shape
-    _, _, kh, kw = w.shape
-    pt, pl, pb, pr = pads
-    sh, sw = strides
-    xp = np.full((n, c, h + pt + pb, wd + pl + pr), zx, np.int64)
-    xp[:, :, pt:pt + h, pl:pl + wd] = xq
-    oh = (xp.shape[2] - dil[0] * (kh - 1) - 1) // sh + 1
-    ow = (xp.shape[3] - dil[1] * (kw - 1) - 1) // sw + 1
-    acc = np.zeros((n, c, oh, ow), np.int64)
-    for ky in range(kh):
-        for kx in range(kw):
-            patch = xp[:, :, ky * dil[0]:ky * dil[0] + sh * (oh - 1) + 1:sh,
-                       kx * dil[1]:kx * dil[1] + sw * (ow - 1) + 1:sw] - zx
-            acc += patch * w[None, :, 0, ky, kx, None, None].astype(np.int64)
-    return acc
+    return sum(patch * w[None, :, 0, ky, kx, None, None].astype(np.int64)
+               for ky, kx, patch in _windows(xq, zx, *w.shape[2:], pads, dil, strides))
 
 
 CASES = [  # (n, c, h, w, kh, kw, pads, dilations, strides)

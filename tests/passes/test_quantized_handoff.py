@@ -258,10 +258,9 @@ def test_onnxruntime_qdq_models(tmp_path, name):
     assert np.abs(got - want).max() <= 0.05 * scale and np.mean(np.abs(got - want) > 1e-3 * scale) < 0.05
 
 
-def test_full_quant(tmp_path):
-    """FULL_QUANT (the converter's own calibration and QDQ model) of the odd chain: the hand-off's values are the
-    float hand-off's, and close to the float model."""
-    model = float_cnn("odd", seed=3)
+def _full_quant_pair(model, tmp_path) -> tuple[str, str]:
+    """``model`` converted with FULL_QUANT (4 BIN calibration inputs, per-channel), with and without the
+    hand-off: the two .ms paths."""
     src = str(tmp_path / "f.onnx")
     onnx.save(model, src)
     cal = tmp_path / "cal"
@@ -271,8 +270,15 @@ def test_full_quant(tmp_path):
     cfg = tmp_path / "q.cfg"
     cfg.write_text("[common_quant_param]\nquant_type=FULL_QUANT\nbit_num=8\n[data_preprocess_param]\n"
                    f"calibrate_path=x:{cal}\ncalibrate_size=4\ninput_type=BIN\n[full_quant_param]\nper_channel=true\n")
-    on = _convert(src, str(tmp_path / "on"), "--opt_level=2", str(cfg))
-    off = _convert(src, str(tmp_path / "off"), OFF, str(cfg))
+    return (_convert(src, str(tmp_path / "on"), "--opt_level=2", str(cfg)),
+            _convert(src, str(tmp_path / "off"), OFF, str(cfg)))
+
+
+def test_full_quant(tmp_path):
+    """FULL_QUANT (the converter's own calibration and QDQ model) of the odd chain: the hand-off's values are the
+    float hand-off's, and close to the float model."""
+    model = float_cnn("odd", seed=3)
+    on, off = _full_quant_pair(model, tmp_path)
     assert _uint8_edges(on) >= 3
     feeds = _feeds(model, 2)
     got = _outputs(on, feeds)
@@ -324,17 +330,7 @@ def test_depthwise_full_quant(tmp_path):
     """FULL_QUANT quantizes the depthwise convolutions too (frontend/full_quant.py ``int8_conv_runs``): the model's
     values are the float hand-off's and close to the float model."""
     model = mobile_cnn(seed=4)
-    src = str(tmp_path / "f.onnx")
-    onnx.save(model, src)
-    cal = tmp_path / "cal"
-    cal.mkdir()
-    for k in range(4):
-        _feeds(model, 20 + k)["x"].astype("<f4").tofile(cal / f"{k:03d}.bin")
-    cfg = tmp_path / "q.cfg"
-    cfg.write_text("[common_quant_param]\nquant_type=FULL_QUANT\nbit_num=8\n[data_preprocess_param]\n"
-                   f"calibrate_path=x:{cal}\ncalibrate_size=4\ninput_type=BIN\n[full_quant_param]\nper_channel=true\n")
-    on = _convert(src, str(tmp_path / "on"), "--opt_level=2", str(cfg))
-    off = _convert(src, str(tmp_path / "off"), OFF, str(cfg))
+    on, off = _full_quant_pair(model, tmp_path)
     assert len(_depthwise(on)) == 3 and _uint8_edges(on) >= 6
     feeds = _feeds(model, 2)
     got = _outputs(on, feeds)

@@ -10,6 +10,7 @@ import onnx
 import onnx.helper as oh
 import pytest
 from helpers import make_model, run_ort, tensor_info
+from quant_models import ort_qdq
 
 import converter_lite
 from converter_lite.ir.core import Graph, Node, TensorType, Value
@@ -242,24 +243,6 @@ def _feeds(seed):
     return {"x": rng.standard_normal((1, 3, 8, 10)).astype(F32), "x2": rng.standard_normal((1, 4, 16, 20)).astype(F32)}
 
 
-def _ort_qdq(model, path):
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-    onnx.save(model, path + ".float.onnx")
-    data = iter([_feeds(10 + k) for k in range(4)])
-
-    class Reader(CalibrationDataReader):
-        def get_next(self):
-            return next(data, None)
-    quantize_static(path + ".float.onnx", path, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-    return onnx.load(path)
-
-
 def _outputs(ms, feeds, **kw):
     out = converter_lite.load(ms, num_threads=2, **kw).run(feeds)
     return [out[k] for k in sorted(out)]
@@ -268,7 +251,7 @@ def _outputs(ms, feeds, **kw):
 @pytest.mark.needs_cc
 def test_onnxruntime_qdq_model(tmp_path):
     path = str(tmp_path / "q.onnx")
-    qdq = _ort_qdq(float_net(), path)
+    qdq = ort_qdq(float_net(), path, _feeds)
     on = converter_lite.convert(path, str(tmp_path / "on"), graph_kernel_flags="--opt_level=2")
     off = converter_lite.convert(path, str(tmp_path / "off"),
                                  graph_kernel_flags="--opt_level=2 --disable_pass=quantized_moves")

@@ -99,6 +99,13 @@ def pack_body(module: ir.Module, u8: bool) -> ir.Function:
     quads = ir.Constant(ir.VectorType(I32, 4 * VL), [(k // 4) * 2 + k % 2 + (k % 4 // 2) * 2 * VL
                                                      for k in range(4 * VL)])
 
+    def row_source(img, q, rr, at):
+        """(whether channel ``QUAD * q + rr`` exists, the address of its pixel ``at`` in image ``img``; channel 0's
+        for one past ``c``, whose lanes the caller masks off)."""
+        ch = b.add(b.mul(q, c64(QUAD)), c64(rr))
+        real = b.icmp_signed("<", ch, c)
+        return real, b.gep(x, [b.add(b.mul(b.add(b.mul(img, c), b.select(real, ch, c64(0))), b.mul(h, w)), at)])
+
     def quad_words(img, q, at, mask):
         """The packed words of the input pixels ``at .. at + 15`` (offsets in a channel plane; lanes of ``mask``)
         of channel quad ``q`` of image ``img``: a uint8 input's four rows of 16 bytes interleaved by two byte
@@ -107,9 +114,7 @@ def pack_body(module: ir.Module, u8: bool) -> ir.Function:
         packed = ir.Constant(IVEC, None)
         rows = []
         for rr in range(QUAD):
-            ch = b.add(b.mul(q, c64(QUAD)), c64(rr))
-            real = b.icmp_signed("<", ch, c)
-            src = b.gep(x, [b.add(b.mul(b.add(b.mul(img, c), b.select(real, ch, c64(0))), b.mul(h, w)), at)])
+            real, src = row_source(img, q, rr, at)
             lanes = b.and_(mask, b.select(real, ir.Constant(MASK, [1] * VL), ir.Constant(MASK, [0] * VL)))
             if u8:
                 xv = b.call(bload, [b.bitcast(src, BYTES.as_pointer()), ir.Constant(I32, 1), lanes,
@@ -145,9 +150,7 @@ def pack_body(module: ir.Module, u8: bool) -> ir.Function:
                                                            ir.Constant(ir.VectorType(I32, WIDE), [0] * WIDE)))
         rows = []
         for rr in range(QUAD):
-            ch = b.add(b.mul(q, c64(QUAD)), c64(rr))
-            real = b.icmp_signed("<", ch, c)
-            src = b.gep(x, [b.add(b.mul(b.add(b.mul(img, c), b.select(real, ch, c64(0))), b.mul(h, w)), at)])
+            real, src = row_source(img, q, rr, at)
             lanes = b.and_(mask, b.select(real, ir.Constant(WMASK, [1] * WIDE), ir.Constant(WMASK, [0] * WIDE)))
             xv = b.call(wload, [b.bitcast(src, WBYTES.as_pointer()), ir.Constant(I32, 1), lanes,
                                 ir.Constant(WBYTES, None)])

@@ -47,11 +47,13 @@ def _reduce(op: str):
         def bind(ins, outs, ws, nt=1):
             xi, o = ins[0], outs[0].reshape(keep)
             divide = np.divide
-            if summing:
+            if op == "ReduceMean":
                 def run():
                     fn(xi, ax, x.dtype, o, True)
-                    if op == "ReduceMean":
-                        divide(o, count, o)
+                    divide(o, count, o)
+            elif summing:
+                def run():
+                    fn(xi, ax, x.dtype, o, True)
             else:
                 def run():
                     fn(xi, ax, None, o, True, initial)
