@@ -5,7 +5,9 @@ through the Python API at opt_level 0, and at opt_level 3 compared with opt_leve
 the ledger must pass; a ledger case that passes fails the test too, so the ledger never goes stale.  A reason
 starting with ``ill-conditioned`` marks a case whose expected output rests on last-bit rounding (the BLAS
 summation order of the machine decides it): it must still convert and run, with outputs of the right shapes,
-but its values may pass or miss the tolerance.
+but its values may pass or miss the tolerance.  A reason starting with ``random op`` (Bernoulli, RandomUniform...)
+is treated the same way: its outputs cannot be the reference's draws, yet a handful of 0/1 draws sometimes are
+(test_bernoulli matched by chance once in a full run).
 """
 import os
 
@@ -29,6 +31,7 @@ def _ledger() -> dict[str, str]:
 
 LEDGER = _ledger()
 ILL_CONDITIONED = "ill-conditioned"
+RANDOM = "random op"
 CASES = {c.name: c for c in discover(default_dirs()) + node_cases()}
 
 
@@ -39,7 +42,7 @@ def test_ledger_names_real_cases():
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_case(name, tmp_path):
     case = CASES[name]
-    if LEDGER.get(name, "").startswith(ILL_CONDITIONED):
+    if LEDGER.get(name, "").startswith((ILL_CONDITIONED, RANDOM)):
         try:
             run_ours(case, 0, str(tmp_path))
         except AssertionError as e:
