@@ -68,18 +68,35 @@ def is_depthwise(g: dict) -> bool:
 # 4x4 and 2x2 patches (Swin, patch merging) ran 1.5-2x slower, 16x16 (ViT) 10-25% faster on one thread
 PATCH_MIN_TAPS = 64
 PATCH_MIN_ROW_BYTES = 64
+FRAMES_MAX = 64
 _ITEMSIZE = {"float32": 4, "float64": 8}
 
 
 def is_patch(g: dict, node) -> bool:
-    """A patch-embedding Conv (kernel = stride, no padding, at least ``PATCH_MIN_TAPS`` taps in rows of at least
-    ``PATCH_MIN_ROW_BYTES``): it runs as one GEMM on the gemm drivers (runtime/fast/patch.py, which applies the
-    same rule) rather than on a convolution driver."""
-    item = _ITEMSIZE.get(g["dtype"], 0)
+    """A Conv that runs as one GEMM on the gemm drivers (runtime/fast/patch.py, which applies the same rule via
+    ``patch_rule``) rather than on a convolution driver: a patch embedding (kernel = stride) or a framing Conv
+    (an STFT as a Conv: overlapping frames along one row, few of them); see ``patch_rule``."""
+    return patch_rule(g["group"], g["c"], g["h"], g["w"], g["kh"], g["kw"], g["sh"], g["sw"], g["pads"],
+                      _ITEMSIZE.get(g["dtype"], 0), lambda: node.attrs.get("dilations", (1, 1)))
+
+
+def patch_rule(group: int, c: int, h: int, w: int, kh: int, kw: int, sh: int, sw: int, pads, item: int,
+               dilations) -> bool:
+    """Group 1, no padding, dilations 1 (``dilations()`` is asked last), rows of at least ``PATCH_MIN_ROW_BYTES``
+    and at least ``PATCH_MIN_TAPS`` taps per output, and either
+
+    * patches: kernel = stride (ViT's 16x16 stem), or
+    * frames: the kernel spans the input's height (one output row), a hop (column stride) of at least a row's
+      minimum (``PATCH_MIN_ROW_BYTES``: ordinary temporal Convs of stride 1-4 stay on the convolution drivers)
+      and at most ``FRAMES_MAX`` outputs along the row (an STFT as a Conv: openWakeWord's mel front end,
+      [257, 1, 512] at stride 160 over 1,760 samples, 8 frames; silero VAD's [258, 1, 256] at stride 128).  Each frame is one row of the patch matrix, so the GEMM streams the weights once,
+      packed at load, where the tile driver's BLAS repacked all of them on every call for 8 columns."""
+    if group != 1 or any(pads) or h < kh or w < kw or kw * item < PATCH_MIN_ROW_BYTES or c * kh * kw < PATCH_MIN_TAPS:
+        return False
+    patches = (kh, kw) == (sh, sw) and kh * kw >= PATCH_MIN_TAPS
+    frames = kh == h and sw * item >= PATCH_MIN_ROW_BYTES and (w - kw) // sw < FRAMES_MAX
     # (the dilations last: three drivers ask this of every Conv of a plan, and most fail the first tests)
-    return (g["group"] == 1 and (g["kh"], g["kw"]) == (g["sh"], g["sw"]) and g["kh"] * g["kw"] >= PATCH_MIN_TAPS
-            and g["kw"] * item >= PATCH_MIN_ROW_BYTES and not any(g["pads"]) and g["h"] >= g["kh"]
-            and g["w"] >= g["kw"] and tuple(int(d) for d in node.attrs.get("dilations", (1, 1))) == (1, 1))
+    return (patches or frames) and tuple(int(d) for d in dilations()) == (1, 1)
 
 
 def _ints(attrs, name, default) -> tuple[int, ...]:

@@ -1,43 +1,46 @@
-"""Patch-embedding convolutions (kernel = stride, no padding: the stems of ViT, Swin, ConvNeXt...) as one GEMM.
+"""Convolutions whose windows are few and wide as one GEMM: patch embeddings (kernel = stride, no padding: the
+stems of ViT, Swin, ConvNeXt...) and framing Convs (an STFT as a Conv: overlapping windows along one row).
 
-Such a Conv cuts each image into non-overlapping ``kh x kw`` patches:
+Such a Conv reads, for each output pixel ``(i, j)``, one window of the input:
 
-    Y[n, m, i, j] = sum over (c, a, b) of W[m, c, a, b] * X[n, c, i*kh + a, j*kw + b]  (+ B[m])
+    Y[n, m, i, j] = sum over (c, a, b) of W[m, c, a, b] * X[n, c, i*sh + a, j*sw + b]  (+ B[m])
 
-which is ``Yt[n] = P[n] @ Wt`` with the patch matrix ``P[n] = X[n].reshape(C, Ho, kh, Wo, kw).transpose(1, 3, 0,
-2, 4)`` seen as ``[Ho*Wo, C*kh*kw]`` and ``Wt = W.reshape(M, C*kh*kw).T``.  A run is three steps: one strided
-copy of the input into ``P`` (the plan's scratch), one call of the native GEMM tile driver (gemm_tiles.py: rows
-of ``P`` split across the thread pool, the bias prefilled into ``Yt`` by the driver) and one transposed copy of
-``Yt [Ho*Wo, M]`` into the NCHW output.  ``Wt`` is made contiguous once, at load.  Rows and columns of the
-input past the last whole patch are ignored, as the Conv ignores them.
+which is ``Yt[n] = P[n] @ Wt`` with the window matrix ``P[n]`` seen as ``[Ho*Wo, C*kh*kw]`` (row ``(i, j)`` is the
+window of that pixel; a strided view of ``X``, side by side for patches, overlapping for frames) and
+``Wt = W.reshape(M, C*kh*kw).T``.  A run is three steps: one strided copy of the input into ``P`` (the plan's
+scratch), one call of the native GEMM tile driver (gemm_tiles.py: split across the thread pool, the bias
+prefilled into ``Yt`` by the driver) and one transposed copy of ``Yt [Ho*Wo, M]`` into the NCHW output.  ``Wt``
+is packed once, at load, so a call streams the weights once: for an STFT's 8 frames the tile driver's BLAS
+repacked all of ``W`` on each call (openWakeWord's mel front end: two [257, 1, 512] Convs).  Input past the
+last whole window is ignored, as the Conv ignores it.
 
-Applies to float32/float64 2-D Convs with constant weights (and bias), ``group = 1``, ``dilations = 1``, zero
-pads and ``strides = kernel_shape``, with patches of at least ``MIN_TAPS`` taps and rows of at least
-``MIN_ROW_BYTES`` bytes (ViT's 16x16; smaller patches copy too slowly), when the model's native code carries
-the GEMM driver; every other Conv goes to ``fallback`` (conv.py's factory).
+Applies to float32/float64 2-D Convs with constant weights (and bias), ``group = 1``, ``dilations = 1`` and zero
+pads whose geometry passes kernels/node_facts.py ``patch_rule`` (the converter records the GEMM drivers by the
+same rule), when the model's native code carries the GEMM driver; every other Conv goes to ``fallback``
+(conv.py's factory).
 """
 from __future__ import annotations
 
 from functools import partial
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ...kernels.depth_to_space.abi import SYMBOL as DEPTH_TO_SPACE
 from ...kernels.depth_to_space.bind import rearrange_step, record
 from ...kernels.gemm.abi import GEMM_TILES_SYMBOL
 from ...kernels.gemm.bind import PackedB, gemm_driver, gemm_step
-from ...kernels.node_facts import PATCH_MIN_ROW_BYTES, PATCH_MIN_TAPS
+from ...kernels.node_facts import patch_rule
 from ...ops.registry import KernelError
 from ..program import Impl, NodeCtx
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 ALIGN = 64
-# the size rule is the converter's too (it records the GEMM drivers for these Convs): kernels/node_facts.py
-MIN_TAPS, MIN_ROW_BYTES = PATCH_MIN_TAPS, PATCH_MIN_ROW_BYTES
 
 
-def patch_geometry(ctx: NodeCtx) -> tuple[int, int] | None:
-    """``(kh, kw)`` when the node is a patch-embedding Conv this module runs (see the module doc), else None."""
+def patch_geometry(ctx: NodeCtx) -> tuple[int, int, int, int] | None:
+    """``(kh, kw, sh, sw)`` when the node is a Conv this module runs (patches or frames, see the module doc and
+    kernels/node_facts.py ``patch_rule``), else None."""
     x, w, y = ctx.value(0), ctx.value(1), ctx.out()
     if x is None or w is None or len(x.shape) != 4 or len(w.shape) != 4 or ctx.const(1) is None:
         return None
@@ -48,18 +51,16 @@ def patch_geometry(ctx: NodeCtx) -> tuple[int, int] | None:
         return None
     a = ctx.attrs
     kh, kw = (int(k) for k in a.get("kernel_shape", w.shape[2:]))
-    if (kh, kw) != tuple(w.shape[2:]) or kh * kw < MIN_TAPS or kw * x.dtype.itemsize < MIN_ROW_BYTES \
-            or int(a.get("group", 1)) != 1 or w.shape[1] != x.shape[1]:
+    sh, sw = (int(s) for s in a.get("strides", (1, 1)))
+    n, c, h, wd = x.shape
+    if (kh, kw) != tuple(w.shape[2:]) or w.shape[1] != c \
+            or a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID", b"NOTSET", b"VALID") \
+            or not patch_rule(int(a.get("group", 1)), c, h, wd, kh, kw, sh, sw, a.get("pads", (0, 0, 0, 0)),
+                              x.dtype.itemsize, lambda: a.get("dilations", (1, 1))):
         return None
-    if tuple(int(s) for s in a.get("strides", (1, 1))) != (kh, kw) \
-            or any(int(d) != 1 for d in a.get("dilations", (1, 1))) \
-            or any(int(p) != 0 for p in a.get("pads", (0, 0, 0, 0))) \
-            or a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID", b"NOTSET", b"VALID"):
+    if tuple(y.shape) != (n, w.shape[0], (h - kh) // sh + 1, (wd - kw) // sw + 1):
         return None
-    n, _, h, wd = x.shape
-    if h < kh or wd < kw or tuple(y.shape) != (n, w.shape[0], h // kh, wd // kw):
-        return None
-    return kh, kw
+    return kh, kw, sh, sw
 
 
 def patch_conv(fallback):
@@ -74,11 +75,11 @@ def patch_conv(fallback):
     return factory
 
 
-def _impl(ctx: NodeCtx, addr, kh: int, kw: int) -> Impl:
+def _impl(ctx: NodeCtx, addr, kh: int, kw: int, sh: int, sw: int) -> Impl:
     n, c, h, wd = ctx.value(0).shape
     w = ctx.const(1)
     m = w.shape[0]
-    ho, wo = h // kh, wd // kw
+    ho, wo = (h - kh) // sh + 1, (wd - kw) // sw + 1
     k = c * kh * kw
     dt = w.dtype
     wt = np.ascontiguousarray(w.reshape(m, k).T)
@@ -92,7 +93,9 @@ def _impl(ctx: NodeCtx, addr, kh: int, kw: int) -> Impl:
         x, y = ins[0], outs[0]
         p = ws[:p_bytes].view(dt)[:n * ho * wo * k].reshape(n, ho, wo, c, kh, kw)
         yt = ws[p_bytes:p_bytes + y_bytes].view(dt).reshape(n, ho * wo, m)
-        src = x[:, :, :ho * kh, :wo * kw].reshape(n, c, ho, kh, wo, kw).transpose(0, 2, 4, 1, 3, 5)
+        sn, sc, sr, se = x.strides
+        # every output's window, in place: patches side by side, or frames overlapping along the row
+        src = as_strided(x, (n, ho, wo, c, kh, kw), (sn, sh * sr, sw * se, sc, sr, se), writeable=False)
         gemm = gemm_step(addr, p.reshape(n, ho * wo, k), wt, yt, nt, 1.0, 0.0 if bias is None else 1.0, bias)
         if gemm is None:
             raise KernelError("Conv: the patch GEMM does not take these operands")
