@@ -18,7 +18,7 @@ from .node_facts import selecting
 
 DRIVERS_ATTR = "native_drivers"     # node attribute: the driver symbols the converter recorded for the node
 NAMES = ("runlist", "gemm", "conv_tiles", "conv_direct", "conv_pointwise", "conv_depthwise", "resize_linear",
-         "resize_nearest", "depth_to_space", "pool2d", "qgemm", "qconv", "qconv_depthwise", "bgemm", "transpose", "lstm")
+         "resize_nearest", "depth_to_space", "pool2d", "qgemm", "qconv", "qconv_depthwise", "bgemm", "transpose", "rnn")
 
 
 @dataclass(frozen=True)

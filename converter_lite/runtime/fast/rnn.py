@@ -1,25 +1,28 @@
-"""LSTM writing into the plan's buffers.  A float32 layer whose node records the native driver (kernels/lstm/:
-every step of every direction and batch row in one foreign call, gates in registers, weights packed at load)
-runs there: openWakeWord's silero VAD's one-step layers, hidden 64, 15 -> 2.2 us each (float32 results, within
-1e-6 of the reference).  Otherwise (float64, a model converted before the driver, no native code): the reference
-kernel's numpy operations (``ops/rnn.py`` ``_recurrence``) in the same order and in float64, so results are
-bit-identical, with what the reference redoes every call done once per plan: the weights converted to float64,
-the input order of each direction, the step buffers.
+"""Recurrent layers writing into the plan's buffers.  A float32 LSTM, GRU or RNN whose node records the native
+driver (kernels/rnn/: every step of every direction and batch row in one foreign call, gates in registers,
+weights packed at load) runs there: openWakeWord's silero VAD's one-step LSTMs, hidden 64, 15 -> 2.2 us each
+(float32 results, within 1e-6 of the reference).  Otherwise an LSTM (float64, a model converted before the
+driver, no native code) runs the reference kernel's numpy operations (``ops/rnn.py`` ``_recurrence``) in the
+same order and in float64, so results are bit-identical, with what the reference redoes every call done once
+per plan: the weights converted to float64, the input order of each direction, the step buffers; a GRU or RNN
+runs the reference kernel itself.
 
-The converter unrolls an LSTM of known length into MatMuls and fused gate kernels (passes/expand/rnn.py); this
-kernel runs the ones it could not: a sequence length known only at run time (a model converted without
-``--inputShape``, planned per shape by runtime/shape_plans.py, and If branches made static there by
-concretize.py).  openWakeWord's copy of silero VAD has two such LSTMs of one step, hidden 64: 88 us each on the
-reference kernel (float64 conversions of the weights, splits, ``np.where`` of the state, fancy-indexed stores),
-12-20 us here (about 20 numpy calls a step).
+The converter unrolls a layer of known length (up to 16 steps) into MatMuls and fused gate kernels
+(passes/expand/rnn.py); these kernels run the others: a sequence length known only at run time (a model
+converted without ``--inputShape``, planned per shape by runtime/shape_plans.py, and If branches made static
+there by concretize.py) or a long one.  openWakeWord's copy of silero VAD has two such LSTMs of one step,
+hidden 64: 88 us each on the reference kernel (float64 conversions of the weights, splits, ``np.where`` of the
+state, fancy-indexed stores), 12-20 us on the numpy path here (about 20 numpy calls a step), 2.2 us on the
+driver.
 
 Without peepholes (``P`` absent, so zero) the reference's ``pi * C`` and ``pf * C`` are one array (0, or NaN where
 C is not finite), computed once, and the output gate ``sigmoid(go + po * C')`` is computed as ``sigmoid(go) +
 po * C'``: the same bits, since adding 0 changes neither a sigmoid's input (but -0, which it maps like 0) nor its
 output, and a NaN term makes both NaN.  So the i, o and f gates take one sigmoid of their three slices together.
 
-Taken (both paths): LSTM with constant W, R and B, no ``sequence_lens`` (or a constant one of full lengths), no
-peepholes, no ``clip``, no ``input_forget``, the default activations; the reference kernel runs the rest.
+Taken (``_layer``): constant W, R and B, no ``sequence_lens`` (or a constant one of full lengths), no ``clip``,
+the default activations, and for an LSTM no peepholes and no ``input_forget``; the reference kernel runs the
+rest.
 """
 from __future__ import annotations
 
@@ -27,52 +30,91 @@ import math
 
 import numpy as np
 
-from ...kernels.lstm.abi import SYMBOL as LSTM_SYMBOL
-from ...kernels.lstm.bind import LstmWeights, lstm_step
+from ...kernels.rnn.abi import GRU_LINEAR, GRU_RESET, LSTM, RNN
+from ...kernels.rnn.abi import SYMBOL as RNN_SYMBOL
+from ...kernels.rnn.bind import RnnWeights, rnn_step
 from ..program import Impl, NodeCtx
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 F64 = np.dtype(np.float64)
 F32 = np.dtype(np.float32)
-DEFAULT_ACTIVATIONS = ("sigmoid", "tanh", "tanh")
+DEFAULT_ACTIVATIONS = {"LSTM": ("sigmoid", "tanh", "tanh"), "GRU": ("sigmoid", "tanh"), "RNN": ("tanh",)}
+GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+STATES = {"LSTM": (5, 6), "GRU": (5,), "RNN": (5,)}     # initial_h (, initial_c) input positions
 
 
-def _lstm(ctx: NodeCtx):
+def _layer(ctx: NodeCtx) -> dict | None:
+    """The layer's geometry when either kernel here takes it (see the module doc), else None."""
+    op, attrs = ctx.node.op, ctx.attrs
     x, w, r = ctx.value(0), ctx.const(1), ctx.const(2)
-    attrs = ctx.attrs
     if (x is None or x.dtype not in FLOATS or w is None or r is None or len(x.shape) != 3 or 0 in x.shape
-            or ctx.value(7) is not None or attrs.get("clip") is not None or attrs.get("input_forget", 0)
-            or any(ctx.out(k).dtype != x.dtype for k in range(len(ctx.outs)))):
+            or (op == "LSTM" and (ctx.value(7) is not None or attrs.get("input_forget", 0)))
+            or attrs.get("clip") is not None or any(ctx.out(k).dtype != x.dtype for k in range(len(ctx.outs)))):
         return None
     acts = attrs.get("activations")
     direction = attrs.get("direction", "forward")
     nd = {"forward": 1, "reverse": 1, "bidirectional": 2}.get(direction)
-    if nd is None or (acts and tuple(a.lower() for a in acts) != DEFAULT_ACTIVATIONS * nd):
+    if nd is None or (acts and tuple(a.lower() for a in acts) != DEFAULT_ACTIVATIONS[op] * nd):
         return None
     layout = int(attrs.get("layout", 0))
     seq, batch, inp = x.shape if layout == 0 else (x.shape[1], x.shape[0], x.shape[2])
-    hidden = int(attrs.get("hidden_size", r.shape[-1]))
-    if w.shape != (nd, 4 * hidden, inp) or r.shape != (nd, 4 * hidden, hidden):
+    hidden, g = int(attrs.get("hidden_size", r.shape[-1])), GATES[op]
+    if w.shape != (nd, g * hidden, inp) or r.shape != (nd, g * hidden, hidden):
         return None
-    b = ctx.const(3) if ctx.value(3) is not None else np.zeros((nd, 8 * hidden))
-    if b is None or b.shape != (nd, 8 * hidden):
+    b = ctx.const(3) if ctx.value(3) is not None else None
+    if (ctx.value(3) is not None and b is None) or (b is not None and b.shape != (nd, 2 * g * hidden)):
         return None
     if ctx.value(4) is not None:
         lens = ctx.const(4)
         if lens is None or lens.shape != (batch,) or not (np.asarray(lens) == seq).all():
             return None
-    for pos in (5, 6):                                 # initial_h, initial_c: any values, the state's shape
+    want = (nd, batch, hidden) if layout == 0 else (batch, nd, hidden)
+    for pos in STATES[op]:                             # initial state: any values, the state's shape
         v = ctx.value(pos)
-        want = (nd, batch, hidden) if layout == 0 else (batch, nd, hidden)
         if v is not None and (v.shape != want or v.dtype != x.dtype):
             return None
-    reverse = [direction == "reverse" or d == 1 for d in range(nd)]
-    has = [ctx.value(5) is not None, ctx.value(6) is not None]
-    nouts = len(ctx.outs)
-    address = ctx.native(LSTM_SYMBOL) if x.dtype == F32 and w.dtype == F32 and r.dtype == F32 else None
-    if address:
-        return _native(address, LstmWeights(w, r, ctx.const(3) if ctx.value(3) is not None else None, hidden),
-                       reverse, layout, batch, has, nouts)
+    return {"x": x, "w": w, "r": r, "b": b, "nd": nd, "layout": layout, "seq": seq, "batch": batch, "inp": inp,
+            "hidden": hidden, "reverse": [direction == "reverse" or d == 1 for d in range(nd)],
+            "has": [ctx.value(p) is not None for p in (5, 6)], "nouts": len(ctx.outs)}
+
+
+def _cell(ctx: NodeCtx) -> int:
+    if ctx.node.op == "GRU":
+        return GRU_LINEAR if int(ctx.attrs.get("linear_before_reset", 0)) else GRU_RESET
+    return {"LSTM": LSTM, "RNN": RNN}[ctx.node.op]
+
+
+def _on_driver(ctx: NodeCtx, lay: dict) -> Impl | None:
+    """The layer on the native driver (kernels/rnn/) when its node records it and it is float32, else None."""
+    address = ctx.native(RNN_SYMBOL)
+    if not address or any(lay[k].dtype != F32 for k in ("x", "w", "r")):
+        return None
+    pk = RnnWeights(_cell(ctx), lay["w"], lay["r"], lay["b"], lay["hidden"])
+    reverse, layout, has = lay["reverse"], lay["layout"], lay["has"]
+
+    def bind(ins, outs, ws, nt=1):
+        outs = list(outs) + [None] * (3 - len(outs))
+        return rnn_step(address, pk, reverse, layout, ins[0], ins[5] if has[0] else None,
+                        ins[6] if len(ins) > 6 and has[1] else None, *outs[:3], ws, nt)
+    return Impl(bind=bind, workspace=pk.scratch_bytes(lay["batch"]))
+
+
+def _native_only(ctx: NodeCtx) -> Impl | None:
+    """GRU and RNN: the driver, or the reference kernel."""
+    lay = _layer(ctx)
+    return None if lay is None else _on_driver(ctx, lay)
+
+
+def _lstm(ctx: NodeCtx):
+    lay = _layer(ctx)
+    if lay is None:
+        return None
+    native = _on_driver(ctx, lay)
+    if native is not None:
+        return native
+    w, r, nd, hidden, layout, batch = (lay[k] for k in ("w", "r", "nd", "hidden", "layout", "batch"))
+    seq, inp, reverse, has, nouts = (lay[k] for k in ("seq", "inp", "reverse", "has", "nouts"))
+    b = lay["b"] if lay["b"] is not None else np.zeros((nd, 8 * hidden))
     w64 = [w[d].astype(F64) for d in range(nd)]          # the reference's w[d].astype(f64), once
     r64 = [r[d].astype(F64) for d in range(nd)]
     b64 = b.astype(F64)
@@ -158,13 +200,4 @@ def _lstm(ctx: NodeCtx):
     return Impl(bind=bind, workspace=sum(sizes.values()) + 64)
 
 
-def _native(address: int, pk: LstmWeights, reverse: list, layout: int, batch: int, has: list, nouts: int) -> Impl:
-    """The layer on the native driver (kernels/lstm/): float32 throughout, every step in one foreign call."""
-    def bind(ins, outs, ws, nt=1):
-        outs = list(outs) + [None] * (3 - len(outs))
-        return lstm_step(address, pk, reverse, layout, ins[0], ins[5] if has[0] else None,
-                         ins[6] if has[1] else None, *outs[:3], ws, nt)
-    return Impl(bind=bind, workspace=pk.scratch_bytes(batch))
-
-
-RNN_FAST = {"LSTM": _lstm}
+RNN_FAST = {"LSTM": _lstm, "GRU": _native_only, "RNN": _native_only}
