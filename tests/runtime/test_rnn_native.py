@@ -35,6 +35,9 @@ def _run(resolver, inputs, attrs, n_outputs=3, native=True, tol=3e-6, op="LSTM")
                 np.testing.assert_allclose(gv, wv, rtol=tol, atol=tol)
         step = plan._free[-1].calls(nt)[0]
         assert (getattr(step, "conv_desc", None) is not None) == native   # the driver's bound call, or numpy
+        if native:                    # more than one input row: the input's part is one GEMM per direction first
+            seq_batch = inputs[0].shape[0] * inputs[0].shape[1]
+            assert len(getattr(step, "products", ())) == (inputs[1].shape[0] if seq_batch > 1 else 0)
     return plan
 
 

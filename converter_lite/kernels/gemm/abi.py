@@ -23,12 +23,13 @@ KIND_DOUBLE, KIND_INT64 = 1, 2              # tile "kind" bits: dgemm, 64-bit BL
 PACKED = 150                                # transB: B packed in PANEL-column panels (not a CBLAS value)
 FLAG_WIDE = 1 << 16                         # in the order word: the sgemm may use its 32-register tiles
 PANEL = 32                                  # columns per packed panel (2 x 16-lane vectors)
-OPS = ("MatMul", "Gemm", "FusedMatMul", "Conv", "ConvTranspose")
+OPS = ("MatMul", "Gemm", "FusedMatMul", "Conv", "ConvTranspose", "LSTM", "GRU", "RNN")
 
 
 def select(node) -> tuple[str, ...]:
-    """MatMul/Gemm/FusedMatMul of float32 (tiles + the native sgemm) or float64 (tiles on numpy's CBLAS), and
-    patch-embedding Convs and kernel = stride ConvTransposes (float32: one GEMM each)."""
+    """MatMul/Gemm/FusedMatMul of float32 (tiles + the native sgemm) or float64 (tiles on numpy's CBLAS),
+    patch-embedding Convs and kernel = stride ConvTransposes (float32: one GEMM each), and recurrent layers
+    (the input's part of the gates for every step at once, runtime/fast/rnn.py)."""
     if node.op == "ConvTranspose":
         return SYMBOLS if conv_transpose_blocks(node) else ()
     if node.op == "Conv":

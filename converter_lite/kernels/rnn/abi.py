@@ -16,6 +16,7 @@ SYMBOL = "cl_rnn_v1_f32"
 SYMBOLS = (SYMBOL,)
 FIELDS = ("cell", "seq", "batch", "inp", "hidden", "hp", "gt", "gt2", "nd", "reverse",
           "x", "x_ts", "x_bs", "wt", "rt", "bias", "rt2", "bias2",
+          "xw", "xw_ds", "xw_ts", "xw_bs",
           "h0", "c0", "i_ds", "i_bs",
           "y", "y_ts", "y_ds", "y_bs",
           "yh", "yc", "o_ds", "o_bs",
@@ -26,6 +27,7 @@ OPS = ("LSTM", "GRU", "RNN")
 LSTM, GRU_LINEAR, GRU_RESET, RNN = 0, 1, 2, 3
 SECTIONS = {LSTM: 4, GRU_LINEAR: 4, GRU_RESET: 3, RNN: 1}      # hp-wide gate sections of the first phase
 BLOCK = 128                        # gate columns per accumulator block (8 vectors of 16 lanes); gt is a multiple
+DEFAULT_ACTIVATIONS = {"LSTM": ("sigmoid", "tanh", "tanh"), "GRU": ("sigmoid", "tanh"), "RNN": ("tanh",)}
 
 
 def select(node) -> tuple[str, ...]:
@@ -38,3 +40,14 @@ def select(node) -> tuple[str, ...]:
     if node.op == "LSTM" and len(node.inputs) > 7 and node.inputs[7] is not None:
         return ()
     return SYMBOLS
+
+
+def driver_takes(node) -> bool:
+    """Whether the driver runs the layer whatever its shapes: ``select``'s conditions plus the attributes the
+    binder checks (the default activations, no clip, no LSTM input_forget).  The expander leaves such layers of
+    more than a few steps to it (passes/expand/rnn.py)."""
+    if not select(node) or node.attrs.get("clip") is not None or int(node.attrs.get("input_forget", 0)):
+        return False
+    acts = node.attrs.get("activations")
+    nd = 2 if node.attrs.get("direction", "forward") == "bidirectional" else 1
+    return not acts or tuple(str(a).lower() for a in acts) == DEFAULT_ACTIVATIONS[node.op] * nd

@@ -70,10 +70,11 @@ def _strides(a: np.ndarray | None, axes: tuple[int, ...], what: str) -> list[int
 
 def rnn_step(address: int, pk: RnnWeights, reverse: list[bool], layout: int, x: np.ndarray,
               h0: np.ndarray | None, c0: np.ndarray | None, y: np.ndarray | None, yh: np.ndarray | None,
-              yc: np.ndarray | None, ws: np.ndarray, nt: int):
+              yc: np.ndarray | None, ws: np.ndarray, nt: int, xw: np.ndarray | None = None):
     """The bound step of one layer: ``x`` the input ([seq, batch, inp], or [batch, seq, inp] for layout 1),
     ``h0``/``c0`` the initial state or None (``c0``/``yc``: LSTM only), ``y``/``yh``/``yc`` the outputs wanted or
-    None, ``ws`` the scratch (``pk.scratch_bytes(batch)`` bytes)."""
+    None, ``ws`` the scratch (``pk.scratch_bytes(batch)`` bytes); ``xw`` ([nd, rows, gt], rows in ``x``'s order)
+    the input's part of the gates, bias included, when the caller computes it (then ``pk.wt`` is not read)."""
     seq, batch = (x.shape[0], x.shape[1]) if layout == 0 else (x.shape[1], x.shape[0])
     state = (0, 1) if layout == 0 else (1, 0)           # (direction, batch) axes of h0, c0, Y_h, Y_c
     i_ds, i_bs = _strides(h0, state, "initial_h")
@@ -86,6 +87,7 @@ def rnn_step(address: int, pk: RnnWeights, reverse: list[bool], layout: int, x: 
         raise KernelError("LSTM: Y_h and Y_c have different strides")
     x_ts, x_bs = _strides(x, (0, 1) if layout == 0 else (1, 0), "X")
     y_ts, y_ds, y_bs = _strides(y, (0, 1, 2) if layout == 0 else (1, 2, 0), "Y")
+    xw_ts, xw_bs = (batch, 1) if layout == 0 else (1, seq)
     at = data_address(ws)
     scratch = at + (-at) % 64
 
@@ -97,7 +99,8 @@ def rnn_step(address: int, pk: RnnWeights, reverse: list[bool], layout: int, x: 
         "reverse": sum(1 << d for d, rev in enumerate(reverse) if rev),
         "x": addr(x), "x_ts": x_ts, "x_bs": x_bs, "wt": addr(pk.wt), "rt": addr(pk.rt), "bias": addr(pk.bias),
         "rt2": addr(pk.rt2), "bias2": addr(pk.bias2),
+        "xw": addr(xw), "xw_ds": 0 if xw is None else xw.strides[0] // 4, "xw_ts": xw_ts, "xw_bs": xw_bs,
         "h0": addr(h0), "c0": addr(c0), "i_ds": i_ds, "i_bs": i_bs,
         "y": addr(y), "y_ts": y_ts, "y_ds": y_ds, "y_bs": y_bs,
         "yh": addr(yh), "yc": addr(yc), "o_ds": o_ds, "o_bs": o_bs, "scratch": scratch})
-    return call_driver(address, desc, max(1, nt), (x, h0, c0, y, yh, yc, ws, pk))
+    return call_driver(address, desc, max(1, nt), (x, h0, c0, y, yh, yc, ws, pk, xw))

@@ -9,7 +9,10 @@ its two directions on two threads).  Per step ``t`` (``seq - 1 - s`` for a rever
 
 1. **gates** ``g[0:gt] = bias + x[t, n, :] @ Wt + h @ Rt`` in blocks of ``BLOCK`` columns (abi.py), each an
    8-vector accumulator in registers over the input's ``inp`` values, then the state's ``hidden`` values, each
-   value broadcast and multiplied into one packed row (``cl_rnn.block``);
+   value broadcast and multiplied into one packed row (``cl_rnn.block``).  With ``xw`` the caller has computed
+   ``bias + X @ Wt`` for every step and row beforehand (one GEMM per direction, runtime/fast/rnn.py: most of a
+   layer's multiply-adds when ``inp`` is not small, and a GEMM reuses each weight across all rows); a step then
+   starts from its row of it and adds the state's part only;
 2. **state** for ``j < hidden`` (codegen/mathfn.py's sigmoid and tanh, widened by the loop vectorizer), by the
    record's ``cell`` (abi.py), ``g_q`` the gates' section ``q``:
 
@@ -36,7 +39,8 @@ in the padding and where a section takes no input or no state part:
 
 Record (i64 fields, ``FIELDS``): ``cell seq batch inp hidden hp gt gt2 nd``, ``reverse`` (bit ``d``: direction
 ``d`` runs backwards), ``x`` and its step / batch strides (elements; rows of ``inp`` contiguous), ``wt rt bias
-rt2 bias2``, ``h0 c0`` (0: zeros) and their direction / batch strides, ``y`` (0: not wanted) and its step /
+rt2 bias2``, ``xw`` (0: none) and its direction stride (elements) and step / batch strides (rows of ``gt``),
+``h0 c0`` (0: zeros) and their direction / batch strides, ``y`` (0: not wanted) and its step /
 direction / batch strides, ``yh yc`` (0: not wanted) and theirs, ``scratch`` (per unit ``gt + gt2 + 3 * hp``
 floats: gates of both phases, h, c, rh); then the units per chunk (written by the entry point).
 """
@@ -114,8 +118,9 @@ def _emit_body(module: ir.Module) -> ir.Function:
     block = _block(module)
     m = MathEmitter(b, module)
     seq, batch, inp, hidden, hp, gt, gt2 = (f[k] for k in ("seq", "batch", "inp", "hidden", "hp", "gt", "gt2"))
-    x, wt, rt, bias, rt2, bias2, scratch = (b.inttoptr(f[k], FP)
-                                            for k in ("x", "wt", "rt", "bias", "rt2", "bias2", "scratch"))
+    x, wt, rt, bias, rt2, bias2, xw, scratch = (b.inttoptr(f[k], FP)
+                                                for k in ("x", "wt", "rt", "bias", "rt2", "bias2", "xw", "scratch"))
+    has_xw = b.icmp_signed("!=", f["xw"], c64(0))
     zero, one = ir.Constant(F32, 0.0), ir.Constant(F32, 1.0)
     units = b.mul(f["nd"], batch)
     u0 = b.mul(fn.args[1], per_chunk)
@@ -155,7 +160,10 @@ def _emit_body(module: ir.Module) -> ir.Function:
         with for_range(b, 0, seq, "s") as s:
             t = b.select(rev, b.sub(b.sub(seq, c64(1)), s), s)
             xrow = b.gep(x, [b.add(b.mul(t, f["x_ts"]), b.mul(n, f["x_bs"]))])
-            blocks(g, bias_d, wt_d, gt, xrow, inp, rt_d, h, hidden, gt)
+            # the input's part: this step's row of the precomputed projection (bias included), or computed here
+            xw_at = b.add(b.mul(d, f["xw_ds"]), b.mul(b.add(b.mul(t, f["xw_ts"]), b.mul(n, f["xw_bs"])), gt))
+            first = b.select(has_xw, b.gep(xw, [xw_at]), bias_d)
+            blocks(g, first, wt_d, gt, xrow, b.select(has_xw, c64(0), inp), rt_d, h, hidden, gt)
             with cell_is(LSTM), for_range(b, 0, hidden, "j", VECTORIZE) as j:
                 gi, go, gf, gc = (gate(g, q, j) for q in range(4))
                 cj = b.gep(c, [j])

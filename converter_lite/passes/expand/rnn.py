@@ -1,5 +1,5 @@
-"""Recurrent layers (LSTM, GRU, RNN) of up to ``MAX_UNROLL_STEPS`` time steps -> MatMuls and gate arithmetic,
-unrolled.
+"""Recurrent layers (LSTM, GRU, RNN) of a few time steps -> MatMuls and gate arithmetic, unrolled (up to
+``DRIVER_STEPS`` steps where the native recurrent driver could run the layer, ``MAX_UNROLL_STEPS`` otherwise).
 
 Streaming models (voice-activity detectors, keyword spotters, per-token decoders) run an LSTM on one to a
 few steps per call; interpreting it costs far more than its arithmetic.  Unrolled, each step is one MatMul
@@ -13,7 +13,8 @@ biases summed at conversion (``ops/rnn.py`` has the equations and gate orders):
              GRU:  z, r = f(..);  h~ = g(..);  H = (1 - z) * h~ + z * H
              RNN:  H = f(gates)
 
-Declined (the node stays, run by the runtime's kernel): more than ``MAX_UNROLL_STEPS`` steps, weights or
+Declined (the node stays, run by the runtime's kernel): more than ``DRIVER_STEPS`` steps of a layer the native
+recurrent driver takes (kernels/rnn/), more than ``MAX_UNROLL_STEPS`` steps, weights or
 biases computed at run time, a ``sequence_lens`` that is not constant and full, LSTM ``input_forget``,
 activations other than Sigmoid/Tanh/Relu, non-float32 data.  ``clip`` bounds each gate's input, as the
 reference kernel does.
@@ -25,6 +26,7 @@ import numpy as np
 from ...ir.core import Node
 from ...ir.dtype import DType
 from ...ops.builder import BValue, GraphBuilder
+from ...kernels.rnn.abi import driver_takes
 from .emit import input_value, maximum, minimum, output_used, reshape, sigmoid, tanh
 from .registry import Declined, expander
 
@@ -32,6 +34,15 @@ from .registry import Declined, expander
 # batch 1, one thread): 64 steps 0.51 ms (onnxruntime 0.29 ms, the interpreted layer 5.1 ms), conversion 5.0 s;
 # 96 steps 0.87 ms (0.42 ms), conversion 6.3 s.  Longer sequences stay one node (reference kernel).
 MAX_UNROLL_STEPS = 96
+# ... but a layer the native recurrent driver takes (kernels/rnn/abi.py driver_takes) is unrolled only up to
+# DRIVER_STEPS steps, the streaming case, where the unrolled gates fuse with their neighbours.  Measured on 2
+# threads, bidirectional LSTM hidden 96, batch 1 (unrolled / driver / onnxruntime, us): 4 steps 12.8 / 14.8 /
+# 23.3, 8 steps 25.9 / 22.4 / 36.1, 16 steps 51.2 / 35.1 / 63.2, 64 steps 201 / 131 / 235; a one-step LSTM of
+# hidden 64: 3.8 / 7.4 / 8.6.  timm's sequencer2d_s (36 bidirectional LSTMs of 16-32 steps over 16-32 rows)
+# took 635 s to convert unrolled (the cluster pass on ~10^4 nodes) and ran 1.69x onnxruntime; on the driver it
+# converts in 1.3 s and runs 1.02-1.09x (32 steps over 8 rows: unrolled 386 us, driver 479, onnxruntime 394 -
+# the driver's recurrence takes one batch row at a time).
+DRIVER_STEPS = 4
 _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 _DEFAULTS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh"), "RNN": ("Tanh",)}
 _ACTS = {"sigmoid": sigmoid, "tanh": tanh, "relu": lambda x: maximum(x, 0.0)}
@@ -85,6 +96,8 @@ def expand_rnn(b: GraphBuilder, node: Node) -> list:
     steps, batch, size = x.shape
     if steps > MAX_UNROLL_STEPS or steps == 0 or batch == 0:
         raise Declined(f"{steps} time steps (unrolls at most {MAX_UNROLL_STEPS})")
+    if steps > DRIVER_STEPS and driver_takes(node):
+        raise Declined(f"{steps} time steps: the native recurrent driver runs them (unrolls at most {DRIVER_STEPS})")
     w, r = _const(node, 1, "W"), _const(node, 2, "R")
     bias = _const(node, 3, "B")
     lens = _const(node, 4, "sequence_lens")

@@ -30,7 +30,9 @@ import math
 
 import numpy as np
 
-from ...kernels.rnn.abi import GRU_LINEAR, GRU_RESET, LSTM, RNN
+from ...kernels.gemm.bind import PackedB, gemm_driver, gemm_step
+from ...kernels.native_call import data_address
+from ...kernels.rnn.abi import DEFAULT_ACTIVATIONS, GRU_LINEAR, GRU_RESET, LSTM, RNN
 from ...kernels.rnn.abi import SYMBOL as RNN_SYMBOL
 from ...kernels.rnn.bind import RnnWeights, rnn_step
 from ..program import Impl, NodeCtx
@@ -38,8 +40,12 @@ from ..program import Impl, NodeCtx
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 F64 = np.dtype(np.float64)
 F32 = np.dtype(np.float32)
-DEFAULT_ACTIVATIONS = {"LSTM": ("sigmoid", "tanh", "tanh"), "GRU": ("sigmoid", "tanh"), "RNN": ("tanh",)}
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+ALIGN = 64
+# input rows (steps x batch) from which the input's part of the gates is one GEMM ahead of the recurrence: below,
+# two extra foreign calls cost more than the driver's own loop over the rows (a 2-step layer, hidden 64: 7.4 us
+# with them, where the unrolled layer takes 3.8)
+XW_MIN_ROWS = 4
 STATES = {"LSTM": (5, 6), "GRU": (5,), "RNN": (5,)}     # initial_h (, initial_c) input positions
 
 
@@ -85,18 +91,43 @@ def _cell(ctx: NodeCtx) -> int:
 
 
 def _on_driver(ctx: NodeCtx, lay: dict) -> Impl | None:
-    """The layer on the native driver (kernels/rnn/) when its node records it and it is float32, else None."""
+    """The layer on the native driver (kernels/rnn/) when its node records it and it is float32, else None.  With
+    ``XW_MIN_ROWS`` rows of input (steps x batch) or more and the native GEMM recorded too, the input's part of the gates
+    (``bias + X @ Wt``, every step and row) is one GEMM per direction before the driver runs the recurrence
+    (timm's sequencer2d_s, a [1024, 192] x [192, 256] product per direction and layer)."""
     address = ctx.native(RNN_SYMBOL)
     if not address or any(lay[k].dtype != F32 for k in ("x", "w", "r")):
         return None
     pk = RnnWeights(_cell(ctx), lay["w"], lay["r"], lay["b"], lay["hidden"])
-    reverse, layout, has = lay["reverse"], lay["layout"], lay["has"]
+    reverse, layout, has, nd = lay["reverse"], lay["layout"], lay["has"], lay["nd"]
+    rows = lay["seq"] * lay["batch"]
+    gemm = gemm_driver(ctx) if rows >= XW_MIN_ROWS else None
+    panels = [PackedB(np.ascontiguousarray(pk.wt[d])) for d in range(nd)] if gemm and gemm.sgemm else None
+    xw_bytes = -(-nd * rows * pk.gt * 4 // ALIGN) * ALIGN if panels else 0
 
     def bind(ins, outs, ws, nt=1):
-        outs = list(outs) + [None] * (3 - len(outs))
-        return rnn_step(address, pk, reverse, layout, ins[0], ins[5] if has[0] else None,
-                        ins[6] if len(ins) > 6 and has[1] else None, *outs[:3], ws, nt)
-    return Impl(bind=bind, workspace=pk.scratch_bytes(lay["batch"]))
+        x, outs = ins[0], list(outs) + [None] * (3 - len(outs))
+        xw, products = None, []
+        if panels and x.flags.c_contiguous:
+            start = -data_address(ws) % ALIGN
+            xw = ws[start:start + nd * rows * pk.gt * 4].view(F32).reshape(nd, rows, pk.gt)
+            x2 = x.reshape(rows, x.shape[-1])
+            products = [gemm_step(gemm, x2, panels[d], xw[d], nt, 1.0, 1.0, pk.bias[d][None, :]) for d in range(nd)]
+            if any(p is None for p in products):
+                xw, products = None, []
+            ws = ws[start + xw.nbytes:] if xw is not None else ws
+        recurrence = rnn_step(address, pk, reverse, layout, x, ins[5] if has[0] else None,
+                              ins[6] if len(ins) > 6 and has[1] else None, *outs[:3], ws, nt, xw)
+        if not products:
+            return recurrence
+
+        def run():
+            for product in products:
+                product()
+            recurrence()
+        run.conv_desc, run.products = recurrence.conv_desc, products     # (what the step runs, for tests)
+        return run
+    return Impl(bind=bind, workspace=xw_bytes + ALIGN + pk.scratch_bytes(lay["batch"]))
 
 
 def _native_only(ctx: NodeCtx) -> Impl | None:

@@ -8,7 +8,7 @@ from helpers import assert_close, make_model, run_ort, tensor_info
 
 from converter_lite.frontend.onnx_import import import_model
 from converter_lite.ops.interpret import eval_graph
-from converter_lite.passes.expand.rnn import MAX_UNROLL_STEPS
+from converter_lite.passes.expand.rnn import DRIVER_STEPS, MAX_UNROLL_STEPS
 
 from .expand_testing import run_expander
 
@@ -111,3 +111,15 @@ def test_declined_cases_keep_the_node(rng):
     _expand_and_compare(model, feeds, "GRU", expanded=False)
     model, feeds = _rnn_model(rng, "LSTM", 2, input_forget=1)
     _expand_and_compare(model, feeds, "LSTM", expanded=False)
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+def test_layers_the_driver_takes_unroll_only_a_few_steps(rng, op):
+    """Past DRIVER_STEPS steps a layer the native recurrent driver runs stays one node; the same length with an
+    activation or a clip the driver lacks is still unrolled (up to MAX_UNROLL_STEPS)."""
+    model, feeds = _rnn_model(rng, op, DRIVER_STEPS)
+    _expand_and_compare(model, feeds, op)
+    model, feeds = _rnn_model(rng, op, DRIVER_STEPS + 1)
+    _expand_and_compare(model, feeds, op, expanded=False)
+    model, feeds = _rnn_model(rng, op, DRIVER_STEPS + 1, clip=2.0)
+    _expand_and_compare(model, feeds, op)
