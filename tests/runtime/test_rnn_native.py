@@ -1,5 +1,6 @@
 """The native recurrent-layer driver (kernels/rnn/) against the reference kernel (ops/rnn.py) and onnxruntime:
-LSTM, GRU (with and without linear_before_reset) and RNN, directions, layouts, batch rows split across threads,
+LSTM, GRU (with and without linear_before_reset) and RNN, directions, layouts, batch rows split across threads
+and taken 1-4 at a time,
 hidden sizes off the 16-lane and 128-column blocks, without bias or initial state, fewer outputs, NaN and
 infinities; configurations it does not take keep the numpy or reference kernel."""
 from __future__ import annotations
@@ -43,7 +44,8 @@ def _run(resolver, inputs, attrs, n_outputs=3, native=True, tol=3e-6, op="LSTM")
 
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
 @pytest.mark.parametrize("layout", [0, 1])
-@pytest.mark.parametrize("seq,batch,inp,hidden", [(1, 1, 64, 64), (5, 3, 7, 9), (17, 2, 33, 16), (3, 2, 5, 130)])
+@pytest.mark.parametrize("seq,batch,inp,hidden", [(1, 1, 64, 64), (5, 3, 7, 9), (17, 2, 33, 16), (3, 2, 5, 130),
+                                                  (6, 5, 8, 20)])     # groups of 4 + 1, 2 + 2 + 1 batch rows
 def test_against_reference(rng, resolver, direction, layout, seq, batch, inp, hidden):
     nd = 2 if direction == "bidirectional" else 1
     inputs = _lstm_inputs(rng, seq, batch, inp, hidden, nd, layout)
@@ -135,7 +137,7 @@ def _cell_inputs(rng, op, seq, batch, inp, hidden, nd, layout=0, bias=True, init
 @pytest.mark.parametrize("op,extra", CELLS)
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
 @pytest.mark.parametrize("layout", [0, 1])
-@pytest.mark.parametrize("seq,batch,inp,hidden", [(1, 1, 64, 64), (5, 3, 7, 9), (3, 2, 5, 130)])
+@pytest.mark.parametrize("seq,batch,inp,hidden", [(1, 1, 64, 64), (5, 3, 7, 9), (3, 2, 5, 130), (4, 9, 6, 33)])
 def test_gru_and_rnn_against_reference(rng, resolver, op, extra, direction, layout, seq, batch, inp, hidden):
     nd = 2 if direction == "bidirectional" else 1
     inputs = _cell_inputs(rng, op, seq, batch, inp, hidden, nd, layout)

@@ -4,8 +4,8 @@
 
 One ONNX LSTM, GRU or RNN layer of float32 (forward, reverse or bidirectional; layout 0 or 1; the default
 activations, no clip, no LSTM peepholes or input_forget): every time step of every (direction, batch row) in
-native code, the weights packed at load.  Units of work are the (direction, batch row) pairs, whose recurrences
-are independent: they spread over the thread pool.
+native code, the weights packed at load.  Units of work are the (direction, group of ``rpg`` batch rows) pairs,
+whose recurrences are independent: they spread over the thread pool.
 
 ``desc``: ``FIELDS`` i64 words (sizes, strides in elements, addresses as integers), then ``EXTRA`` word the
 entry point writes (units per chunk).  emit.py documents the cells and the packed layouts.
@@ -14,7 +14,7 @@ from ..node_facts import dtype, is_const
 
 SYMBOL = "cl_rnn_v1_f32"
 SYMBOLS = (SYMBOL,)
-FIELDS = ("cell", "seq", "batch", "inp", "hidden", "hp", "gt", "gt2", "nd", "reverse",
+FIELDS = ("cell", "seq", "batch", "rpg", "inp", "hidden", "hp", "gt", "gt2", "nd", "reverse",
           "x", "x_ts", "x_bs", "wt", "rt", "bias", "rt2", "bias2",
           "xw", "xw_ds", "xw_ts", "xw_bs",
           "h0", "c0", "i_ds", "i_bs",
@@ -27,6 +27,7 @@ OPS = ("LSTM", "GRU", "RNN")
 LSTM, GRU_LINEAR, GRU_RESET, RNN = 0, 1, 2, 3
 SECTIONS = {LSTM: 4, GRU_LINEAR: 4, GRU_RESET: 3, RNN: 1}      # hp-wide gate sections of the first phase
 BLOCK = 128                        # gate columns per accumulator block (8 vectors of 16 lanes); gt is a multiple
+ROWS_MAX = 4                       # batch rows a unit's gate blocks take together (emit.py SHAPES)
 DEFAULT_ACTIVATIONS = {"LSTM": ("sigmoid", "tanh", "tanh"), "GRU": ("sigmoid", "tanh"), "RNN": ("tanh",)}
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...ops.registry import KernelError
 from ..native_call import aligned, call_driver, data_address, record
-from .abi import BLOCK, EXTRA, FIELDS, GRU_LINEAR, GRU_RESET, LSTM, RNN
+from .abi import BLOCK, EXTRA, FIELDS, GRU_LINEAR, GRU_RESET, LSTM, RNN, ROWS_MAX
 
 F32 = np.dtype(np.float32)
 GATES = {LSTM: 4, GRU_LINEAR: 3, GRU_RESET: 3, RNN: 1}
@@ -56,7 +56,15 @@ class RnnWeights:
             self.rt2[:, :, :hidden] = r[:, 2 * hidden:3 * hidden, :].transpose(0, 2, 1)
 
     def scratch_bytes(self, batch: int) -> int:
-        return self.nd * batch * (self.gt + self.gt2 + 3 * self.hp) * 4 + 64
+        """Per unit ``rpg`` rows of gates (both phases), h, c and r*h; units cover at most ``batch + ROWS_MAX - 1``
+        rows per direction."""
+        return self.nd * (batch + ROWS_MAX - 1) * (self.gt + self.gt2 + 3 * self.hp) * 4 + 64
+
+
+def rows_per_group(nd: int, batch: int, nt: int) -> int:
+    """Batch rows a unit takes together: up to ``ROWS_MAX`` (a weight vector loaded once for all of them), but no
+    fewer units than threads where there are enough rows."""
+    return max(1, min(ROWS_MAX, batch, nd * batch // max(1, nt)))
 
 
 def _strides(a: np.ndarray | None, axes: tuple[int, ...], what: str) -> list[int]:
@@ -94,7 +102,7 @@ def rnn_step(address: int, pk: RnnWeights, reverse: list[bool], layout: int, x: 
     def addr(a):
         return 0 if a is None else data_address(a)
     desc = record(FIELDS, EXTRA, {
-        "cell": pk.cell, "seq": seq, "batch": batch, "inp": pk.inp, "hidden": pk.hidden, "hp": pk.hp, "gt": pk.gt,
+        "cell": pk.cell, "seq": seq, "batch": batch, "rpg": rows_per_group(pk.nd, batch, nt), "inp": pk.inp, "hidden": pk.hidden, "hp": pk.hp, "gt": pk.gt,
         "gt2": pk.gt2, "nd": pk.nd,
         "reverse": sum(1 << d for d, rev in enumerate(reverse) if rev),
         "x": addr(x), "x_ts": x_ts, "x_bs": x_bs, "wt": addr(pk.wt), "rt": addr(pk.rt), "bias": addr(pk.bias),

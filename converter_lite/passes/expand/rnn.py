@@ -40,8 +40,8 @@ MAX_UNROLL_STEPS = 96
 # 23.3, 8 steps 25.9 / 22.4 / 36.1, 16 steps 51.2 / 35.1 / 63.2, 64 steps 201 / 131 / 235; a one-step LSTM of
 # hidden 64: 3.8 / 7.4 / 8.6.  timm's sequencer2d_s (36 bidirectional LSTMs of 16-32 steps over 16-32 rows)
 # took 635 s to convert unrolled (the cluster pass on ~10^4 nodes) and ran 1.69x onnxruntime; on the driver it
-# converts in 1.3 s and runs 1.02-1.09x (32 steps over 8 rows: unrolled 386 us, driver 479, onnxruntime 394 -
-# the driver's recurrence takes one batch row at a time).
+# converts in 1.2 s and runs 0.90x (40.3 vs 44.9 ms; 32 steps over 8 rows: unrolled 386 us, driver 217,
+# onnxruntime 235).
 DRIVER_STEPS = 4
 _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 _DEFAULTS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh"), "RNN": ("Tanh",)}
