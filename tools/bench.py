@@ -42,6 +42,7 @@ from .bench_report import (
     target_lines,
 )
 from .bench_timing import QUICK, Budget, interleave, lead_in
+from .cross_core import describe, round_trip_ns
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_MODELS = os.path.join(ROOT, "..", "shared", "models")
@@ -377,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(models)} models, threads={args.threads}, OpenVINO {'found' if with_openvino else 'not installed'}")
     t0 = time.perf_counter()
     load_at_start = loadavg()
+    cross_start = describe(round_trip_ns())
     results = []
     with tempfile.TemporaryDirectory(prefix="cl_bench_") as tmp:
         work_dir = args.work_dir or tmp
@@ -408,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
         if with_openvino:
             extra["openvino"] = engines_version("openvino")
         text = results_markdown(table, summary, micro_lines(micro, shape, args.threads),
-                                machine_lines(args.threads, extra, load_at_start),
+                                machine_lines(args.threads, extra, load_at_start,
+                                              (cross_start, describe(round_trip_ns()))),
                                 method_lines(args, budget, with_openvino), targets, conversion, control_flow,
                                 wild, api, dynamic, quant)
         write_text(out, text)

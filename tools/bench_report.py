@@ -217,7 +217,8 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def machine_lines(threads: int, extra: dict[str, str], load_at_start: str = "n/a") -> list[str]:
+def machine_lines(threads: int, extra: dict[str, str], load_at_start: str = "n/a",
+                  cross_core: tuple[str, str] | None = None) -> list[str]:
     import numpy as np
 
     versions = {"python": sys.version.split()[0], "numpy": np.__version__, **extra}
@@ -226,6 +227,10 @@ def machine_lines(threads: int, extra: dict[str, str], load_at_start: str = "n/a
             "- versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
             f"- threads: {threads} intra-op for every engine (onnxruntime inter-op 1)",
             f"- load average when the suite started: {load_at_start} (other processes share the cores)",
+            *([f"- CPU 0 <-> CPU 1 cache-line round trip (tools/cross_core.py): {cross_core[0]} at the start, "
+               f"{cross_core[1]} at the end (~90 ns: the two CPUs share a cache; ~400 ns: they do not, and two "
+               "threads lose to one on models whose kernels hand data between cores, in both engines)"]
+              if cross_core else []),
             f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}"]
 
 

@@ -223,6 +223,7 @@ def table_lines(results: list[Result], threads: tuple[int, ...]) -> list[str]:
 def machine_lines() -> list[str]:
     import onnxruntime
 
+    from .cross_core import describe, round_trip_ns
     cpu = platform.processor()
     try:
         with open("/proc/cpuinfo") as f:
@@ -231,7 +232,8 @@ def machine_lines() -> list[str]:
         pass
     load = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
     line = (f"Machine: {cpu}, {os.cpu_count()} logical CPUs; load average {load[0]:.2f} at the start; "
-            f"onnxruntime {onnxruntime.__version__}; Python {platform.python_version()}.")
+            f"onnxruntime {onnxruntime.__version__}; Python {platform.python_version()}; CPU 0 <-> CPU 1 "
+            f"cache-line round trip {describe(round_trip_ns())} at the start (tools/cross_core.py).")
     return [line, ""]
 
 
