@@ -16,7 +16,9 @@ converter_lite's pool spins ~0.1 ms, so the disturbance fell almost only on the 
 2-thread runs met a busy second core: conv_net 125 us or, when the scheduler preempted a pool worker for a
 time slice, 1.1 ms, against 80 us alone, and the thread chooser, which sees such runs, kept 1 thread).  The
 timed runs thus report each engine at its own steady state, as a user running one engine sees it (onnxruntime
-keeps its default spinning).  An idle ``pause`` before each block is available but off: a pause lets every
+keeps its default spinning).  The warm-up runs go the same way, a block per engine after its lead-in: warmed
+up call by call, every warm-up run met the other engine's spinning threads, and our plan's thread chooser took
+its first 2-thread samples from them.  An idle ``pause`` before each block is available but off: a pause lets every
 engine's threads fall asleep and the cores idle, and in trials it made the 2-thread runs after it slower, not
 cleaner.
 
@@ -86,8 +88,10 @@ def interleave(runs: dict[str, Callable[[], object]], budget: Budget,
     ``progress(rounds_done, seconds_elapsed)`` is called after every round when given.
     """
     names = list(runs)
-    for _ in range(budget.warmup):
-        for name in names:
+    for name in names:                 # warm-up a block per engine, after its lead-in, like the timed rounds
+        if budget.block > 1:
+            lead_in(runs[name], budget.settle)
+        for _ in range(budget.warmup):
             runs[name]()
     samples = {name: Samples() for name in names}
     clock = time.perf_counter
