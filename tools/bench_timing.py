@@ -88,7 +88,7 @@ def interleave(runs: dict[str, Callable[[], object]], budget: Budget,
     ``progress(rounds_done, seconds_elapsed)`` is called after every round when given.
     """
     names = list(runs)
-    for name in names:                 # warm-up a block per engine, after its lead-in, like the timed rounds
+    for name in names if budget.warmup > 0 else ():    # a warm-up block per engine, after its lead-in
         if budget.block > 1:
             lead_in(runs[name], budget.settle)
         for _ in range(budget.warmup):

@@ -39,6 +39,15 @@ def test_interleave_blocks_of_consecutive_runs():
     assert {n: len(s.times_ms) for n, s in samples.items()} == {"a": 6, "b": 6}
 
 
+def test_interleave_warms_up_a_block_per_engine():
+    """Warm-up runs come in a block per engine after its lead-in, never alternating call by call."""
+    order: list[str] = []
+    runs = {n: (lambda n=n: order.append(n)) for n in "ab"}
+    interleave(runs, Budget(min_rounds=1, min_seconds=0, max_seconds=60, warmup=2, block=3, settle=0.0))
+    assert order[:6] == ["a"] * 3 + ["b"] * 3                          # lead-in run + 2 warm-up runs each
+    assert order[6:] == ["a"] * 4 + ["b"] * 4                          # then the timed round
+
+
 def test_interleave_blocks_start_with_settle_seconds_of_untimed_runs():
     """Blocks are told apart by which engine ran, not by time gaps (a preempted run made a gap inside one)."""
     import itertools
