@@ -151,7 +151,11 @@ class ThreadChooser:
     Every 32nd run with
     3 of them on one thread cost bert_base at 224 ms-scale runs (2 threads 65 ms, 1 thread 120 ms) 12-20% of its
     mean time and 2-13% of its median (the second core also takes a few runs to come back to speed after a
-    1-thread burst).  Never more than ``num_threads`` threads."""
+    1-thread burst).  When the best option changes, the one just left gets the ``TRUST`` quick explorations again:
+    a transient that tipped the levels (another library's threads spinning for tens of ms, which the best
+    option's sampled runs meet and the other's do not) is undone within a few ``EXPLORE`` runs (bert_tiny after
+    onnxruntime blocks in one process: median 0.52 ms, its 1-thread time, with the chooser ending on 2 threads;
+    0.32 with this).  Never more than ``num_threads`` threads."""
     WARMUP, WINDOW, EXPLORE, SAMPLE, BURST, TRUST = 3, 9, 32, 4, 3, 2
     MAX_EXPLORE, BUDGET, TAIL_SHARE = 1024, 0.005, 0.004
     QUANTILE = 0.25
@@ -224,4 +228,12 @@ class ThreadChooser:
             samples.append(seconds)
             s = sorted(samples)
             self._level[option] = s[int(self.QUANTILE * (len(s) - 1))]
+            old = self._best
             self._best = min(self.options, key=self._level.__getitem__)
+            if self._best != old and not self._cold:
+                # the option just left gets TRUST quick re-explorations, as a new one does: a transient that
+                # tipped the levels (another library's threads spinning for tens of ms, sampled by the best
+                # option's every-SAMPLE-th runs) is undone within a few EXPLORE runs, where its stale level
+                # alone would have kept it unexplored for hundreds
+                self._bursts[old] = 0
+                self._explore_at = min(self._explore_at, self.runs + self.EXPLORE)

@@ -255,3 +255,36 @@ def test_chooser_explores_a_slower_option_the_less_often_the_slower_it_is(slow, 
     if slow > 2.0:
         assert c.BURST / apart <= c.TAIL_SHARE * 1.01
 
+
+
+def test_chooser_returns_quickly_after_a_transient_switch():
+    """Steady on 2 threads, then a transient (another engine's threads spinning for a block of runs) makes the
+    2-thread samples slow enough to switch to 1 thread; once it is over, 2 threads are re-explored within a few
+    EXPLORE runs (the option just left gets the quick explorations a new one gets), not after its stale level's
+    hundreds of runs, and win again."""
+    c = threads.ThreadChooser((1, 2))
+    busy = False
+
+    def cost(o):
+        return 1.0 if o == 1 else (2.5 if busy else 0.6)
+    for _ in range(200):
+        o, sample = c.choose()
+        if sample:
+            c.record(o, cost(o))
+    assert c.best() == 2
+    busy = True
+    runs = 0
+    while c.best() == 2:
+        runs += 1
+        assert runs < 200
+        o, sample = c.choose()
+        if sample:
+            c.record(o, cost(o))
+    busy = False
+    picks = []
+    for _ in range(4 * c.EXPLORE):
+        o, sample = c.choose()
+        picks.append(o)
+        if sample:
+            c.record(o, cost(o))
+    assert c.best() == 2 and 2 in picks[:2 * c.EXPLORE]
