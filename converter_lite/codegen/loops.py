@@ -23,6 +23,8 @@ SHORT_LOOP = {"llvm.loop.vectorize.predicate.enable": True, "llvm.loop.unroll.di
 # convolution sums 49 taps) of different vectors overlap instead of waiting on each other
 LONG_LOOP = {"llvm.loop.interleave.count": 4}
 MASKED_TAIL = 32         # contiguous loops shorter than this get a masked tail (SHORT_LOOP), longer a scalar one
+# a loop the vectorizer must widen (the hand-written drivers' element loops; LLVM's cost model may leave it scalar)
+VECTORIZE = {"llvm.loop.vectorize.enable": True}
 # a loop of a few vectors: not fully unrolled (LLVM widens it with a scalar tail)
 MID_LOOP = {"llvm.loop.unroll.disable": None}
 # a short loop with stride-2 accesses (strided slices): widened even though the cost model would not

@@ -89,9 +89,11 @@ def patch_rule(group: int, c: int, h: int, w: int, kh: int, kw: int, sh: int, sw
     * frames: the kernel spans the input's height (one output row), a hop (column stride) of at least a row's
       minimum (``PATCH_MIN_ROW_BYTES``: ordinary temporal Convs of stride 1-4 stay on the convolution drivers)
       and at most ``FRAMES_MAX`` outputs along the row (an STFT as a Conv: openWakeWord's mel front end,
-      [257, 1, 512] at stride 160 over 1,760 samples, 8 frames; silero VAD's [258, 1, 256] at stride 128).  Each frame is one row of the patch matrix, so the GEMM streams the weights once,
-      packed at load, where the tile driver's BLAS repacked all of them on every call for 8 columns."""
-    if group != 1 or any(pads) or h < kh or w < kw or kw * item < PATCH_MIN_ROW_BYTES or c * kh * kw < PATCH_MIN_TAPS:
+      [257, 1, 512] at stride 160 over 1,760 samples, 8 frames; silero VAD's [258, 1, 256] at stride 128).
+      Each frame is one row of the patch matrix, so the GEMM streams the weights once, packed at load, where
+      the tile driver's BLAS repacked all of them on every call for 8 columns."""
+    if (group != 1 or any(pads) or h < kh or w < kw or kw * item < PATCH_MIN_ROW_BYTES
+            or c * kh * kw < PATCH_MIN_TAPS):
         return False
     patches = (kh, kw) == (sh, sw) and kh * kw >= PATCH_MIN_TAPS
     frames = kh == h and sw * item >= PATCH_MIN_ROW_BYTES and (w - kw) // sw < FRAMES_MAX

@@ -24,7 +24,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...codegen.internal import chunk_body, chunked_entry
-from ...codegen.loops import for_range
+from ...codegen.loops import VECTORIZE, for_range
 from ...codegen.types import F32, I32
 from ...codegen.vector import c64, cdiv, smin
 from .abi import EXTRA, FIELDS
@@ -34,7 +34,6 @@ _F = {name: i for i, name in enumerate(FIELDS)}
 CHUNKS_PER_THREAD = 4
 MIN_CHUNK = 4096                          # elements: smaller tensors run as one chunk (no pool hand-off)
 UNROLLED = (2,)                           # block widths moved by one interleaving inner loop
-VECTORIZE = {"llvm.loop.vectorize.enable": True}
 I32P = I32.as_pointer()
 
 

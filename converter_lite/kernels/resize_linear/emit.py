@@ -23,7 +23,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...codegen.internal import chunk_body, chunked_entry
-from ...codegen.loops import for_range
+from ...codegen.loops import VECTORIZE, for_range
 from ...codegen.types import F32, I32, I64
 from ...codegen.vector import FP, I64P, c64, smin
 from .abi import EXTRA, FIELDS, MAX_WIDTH
@@ -31,7 +31,6 @@ from .abi import SYMBOL as RESIZE_LINEAR_SYMBOL
 
 _F = {name: i for i, name in enumerate(FIELDS)}
 CHUNKS_PER_THREAD = 4
-VECTORIZE = {"llvm.loop.vectorize.enable": True}
 
 
 def _emit_body(module: ir.Module) -> ir.Function:

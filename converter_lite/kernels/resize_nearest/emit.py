@@ -22,7 +22,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...codegen.internal import chunk_body, chunked_entry
-from ...codegen.loops import for_range
+from ...codegen.loops import VECTORIZE, for_range
 from ...codegen.types import I32, I64
 from ...codegen.vector import I64P, c64, smin
 from ..resize_linear.abi import FIELDS as LINEAR_FIELDS
@@ -32,7 +32,6 @@ from .abi import SYMBOL as RESIZE_NEAREST_SYMBOL
 
 _F = {name: i for i, name in enumerate(FIELDS)}
 CHUNKS_PER_THREAD = 4
-VECTORIZE = {"llvm.loop.vectorize.enable": True}
 I32P = I32.as_pointer()
 assert FIELDS[:5] == LINEAR_FIELDS[:5]   # planes h w oh ow where plane_rows reads them
 

@@ -29,6 +29,7 @@ SECTIONS = {LSTM: 4, GRU_LINEAR: 4, GRU_RESET: 3, RNN: 1}      # hp-wide gate se
 BLOCK = 128                        # gate columns per accumulator block (8 vectors of 16 lanes); gt is a multiple
 ROWS_MAX = 4                       # batch rows a unit's gate blocks take together (emit.py SHAPES)
 DEFAULT_ACTIVATIONS = {"LSTM": ("sigmoid", "tanh", "tanh"), "GRU": ("sigmoid", "tanh"), "RNN": ("tanh",)}
+GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}   # gates per direction in W, R and each half of B
 
 
 def select(node) -> tuple[str, ...]:

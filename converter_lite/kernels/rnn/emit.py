@@ -53,7 +53,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...codegen.internal import chunk_body, chunked_entry, internal_function
-from ...codegen.loops import for_range
+from ...codegen.loops import VECTORIZE, for_range
 from ...codegen.mathfn import MathEmitter
 from ...codegen.types import F32, I64, VOID
 from ...codegen.vector import FP, VECP, VL, c64, cdiv, smin, splat, vector_intrinsics
@@ -63,7 +63,6 @@ NB = BLOCK // VL
 _F = {name: i for i, name in enumerate(FIELDS)}
 # out, out_ld, bias, bias_ld, wt, ld, x, x_ld, kx, rt, h, h_ld, kh
 BLOCK_TYPE = ir.FunctionType(VOID, [FP, I64, FP, I64, FP, I64, FP, I64, I64, FP, FP, I64, I64])
-VECTORIZE = {"llvm.loop.vectorize.enable": True}
 # a block's shape by the rows it takes: one row, 8 vectors (128 columns); 2-4 rows, 4 vectors (64 columns) each,
 # so the accumulators (rows x vectors) stay within the 32 registers with the weights and the broadcasts
 SHAPES = {1: 8, 2: 4, 3: 4, 4: 4}

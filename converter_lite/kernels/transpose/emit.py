@@ -12,7 +12,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...codegen.internal import chunk_body, chunked_entry
-from ...codegen.loops import for_range
+from ...codegen.loops import VECTORIZE, for_range
 from ...codegen.types import I32
 from ...codegen.vector import c64, cdiv, smin
 from .abi import EXTRA, FIELDS, SYMBOL
@@ -20,7 +20,6 @@ from .abi import EXTRA, FIELDS, SYMBOL
 _F = {name: i for i, name in enumerate(FIELDS)}
 CHUNKS_PER_THREAD = 4
 MIN_CHUNK = 16384                         # elements: smaller transposes run as one chunk
-VECTORIZE = {"llvm.loop.vectorize.enable": True}
 I32P = I32.as_pointer()
 
 

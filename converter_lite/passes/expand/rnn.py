@@ -26,7 +26,7 @@ import numpy as np
 from ...ir.core import Node
 from ...ir.dtype import DType
 from ...ops.builder import BValue, GraphBuilder
-from ...kernels.rnn.abi import driver_takes
+from ...kernels.rnn.abi import GATES, driver_takes
 from .emit import input_value, maximum, minimum, output_used, reshape, sigmoid, tanh
 from .registry import Declined, expander
 
@@ -43,7 +43,6 @@ MAX_UNROLL_STEPS = 96
 # converts in 1.2 s and runs 0.90x (40.3 vs 44.9 ms; 32 steps over 8 rows: unrolled 386 us, driver 217,
 # onnxruntime 235).
 DRIVER_STEPS = 4
-_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 _DEFAULTS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh"), "RNN": ("Tanh",)}
 _ACTS = {"sigmoid": sigmoid, "tanh": tanh, "relu": lambda x: maximum(x, 0.0)}
 
@@ -104,7 +103,7 @@ def expand_rnn(b: GraphBuilder, node: Node) -> list:
     if lens is not None and not np.all(lens == steps):
         raise Declined("sequence_lens shorter than the sequence")
     peep = _const(node, 7, "P") if op == "LSTM" else None
-    dirs, g = w.shape[0], _GATES[op]
+    dirs, g = w.shape[0], GATES[op]
     hidden = r.shape[-1]
     acts = _acts(node, dirs)
     clip = node.attrs.get("clip")

@@ -7,8 +7,8 @@ same order and in float64, so results are bit-identical, with what the reference
 per plan: the weights converted to float64, the input order of each direction, the step buffers; a GRU or RNN
 runs the reference kernel itself.
 
-The converter unrolls a layer of known length (up to 16 steps) into MatMuls and fused gate kernels
-(passes/expand/rnn.py); these kernels run the others: a sequence length known only at run time (a model
+The converter unrolls a layer of known length into MatMuls and fused gate kernels (passes/expand/rnn.py: up to
+4 steps where the driver takes the layer, 96 otherwise); these kernels run the others: a sequence length known only at run time (a model
 converted without ``--inputShape``, planned per shape by runtime/shape_plans.py, and If branches made static
 there by concretize.py) or a long one.  openWakeWord's copy of silero VAD has two such LSTMs of one step,
 hidden 64: 88 us each on the reference kernel (float64 conversions of the weights, splits, ``np.where`` of the
@@ -32,7 +32,7 @@ import numpy as np
 
 from ...kernels.gemm.bind import PackedB, gemm_driver, gemm_step
 from ...kernels.native_call import data_address
-from ...kernels.rnn.abi import DEFAULT_ACTIVATIONS, GRU_LINEAR, GRU_RESET, LSTM, RNN
+from ...kernels.rnn.abi import DEFAULT_ACTIVATIONS, GATES, GRU_LINEAR, GRU_RESET, LSTM, RNN
 from ...kernels.rnn.abi import SYMBOL as RNN_SYMBOL
 from ...kernels.rnn.bind import RnnWeights, rnn_step
 from ..program import Impl, NodeCtx
@@ -40,7 +40,6 @@ from ..program import Impl, NodeCtx
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 F64 = np.dtype(np.float64)
 F32 = np.dtype(np.float32)
-GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 ALIGN = 64
 # input rows (steps x batch) from which the input's part of the gates is one GEMM ahead of the recurrence: below,
 # two extra foreign calls cost more than the driver's own loop over the rows (a 2-step layer, hidden 64: 7.4 us
@@ -92,9 +91,9 @@ def _cell(ctx: NodeCtx) -> int:
 
 def _on_driver(ctx: NodeCtx, lay: dict) -> Impl | None:
     """The layer on the native driver (kernels/rnn/) when its node records it and it is float32, else None.  With
-    ``XW_MIN_ROWS`` rows of input (steps x batch) or more and the native GEMM recorded too, the input's part of the gates
-    (``bias + X @ Wt``, every step and row) is one GEMM per direction before the driver runs the recurrence
-    (timm's sequencer2d_s, a [1024, 192] x [192, 256] product per direction and layer)."""
+    ``XW_MIN_ROWS`` rows of input (steps x batch) or more and the native GEMM recorded too, the input's part of
+    the gates (``bias + X @ Wt``, every step and row) is one GEMM per direction before the driver runs the
+    recurrence (timm's sequencer2d_s, a [1024, 192] x [192, 256] product per direction and layer)."""
     address = ctx.native(RNN_SYMBOL)
     if not address or any(lay[k].dtype != F32 for k in ("x", "w", "r")):
         return None
